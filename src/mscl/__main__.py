@@ -1,0 +1,52 @@
+"""`python -m mscl <command> ...`: the command-line entry point the Snakemake rules call.
+
+Each command lives in its own module exposing `main(argv) -> int`; modules are imported only
+when their command runs, so a preprocessing job never pays for importing torch.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+from mscl.errors import InputError
+
+COMMANDS: dict[str, tuple[str, str]] = {
+    "fetch-mimic-splits": ("mscl.data.mimic_splits", "copy or download the MIMIC split/top-50 lists and verify sha256"),
+    "prepare-mimic": ("mscl.data.mimic", "MIMIC-III/IV raw CSVs -> cleaned manifests (full and 50)"),
+    "prepare-coco": ("mscl.data.coco", "MS-COCO 2014 instances JSON -> manifest"),
+    "prepare-voc": ("mscl.data.voc", "PASCAL VOC 2007 XML + ImageSets -> manifest"),
+    "prepare-nuswide": ("mscl.data.nuswide", "NUS-WIDE Imagelist + AllLabels -> manifest"),
+    "prepare-aapd": ("mscl.data.aapd", "AAPD text_*/label_* -> manifest"),
+    "make-demo": ("mscl.demo", "generate an embedded demo dataset in a real raw format"),
+    "stats-table": ("mscl.data.stats_table", "dataset statistics table (tex/csv/md) from manifests"),
+    "bench": ("mscl.bench", "benchmarks that print figures (losses, preprocessing)"),
+}
+
+
+def usage() -> str:
+    width = max(map(len, COMMANDS))
+    lines = ["usage: python -m mscl <command> [options]", "", "commands:"]
+    lines += [f"  {name:<{width}}  {help_}" for name, (_, help_) in COMMANDS.items()]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in {"-h", "--help"}:
+        print(usage())
+        return 0
+    command, rest = argv[0], argv[1:]
+    if command not in COMMANDS:
+        print(f"mscl: unknown command {command!r}\n\n{usage()}", file=sys.stderr)
+        return 2
+    module = importlib.import_module(COMMANDS[command][0])
+    try:
+        return int(module.main(rest) or 0)
+    except InputError as error:
+        print(f"mscl {command}: error: {error}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

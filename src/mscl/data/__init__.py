@@ -1,0 +1,1 @@
+"""Dataset preprocessing: raw published formats -> one manifest format for all datasets."""

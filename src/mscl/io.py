@@ -1,0 +1,48 @@
+"""Atomic file output: nothing half written is ever left at the destination path."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Iterator
+
+
+@contextlib.contextmanager
+def atomic_path(dest: str | Path, suffix: str = "") -> Iterator[Path]:
+    """Yield a temporary path beside `dest`; on success it is renamed onto `dest`.
+
+    The temporary file lives in the same directory so that `os.replace` is atomic (same
+    filesystem). On any exception the temporary file is removed and `dest` is untouched.
+    """
+    dest = Path(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=suffix or ".tmp", dir=dest.parent)
+    os.close(fd)
+    tmp_path = Path(tmp)
+    try:
+        yield tmp_path
+        os.replace(tmp_path, dest)
+    except BaseException:
+        tmp_path.unlink(missing_ok=True)
+        raise
+
+
+def write_text(dest: str | Path, text: str) -> None:
+    with atomic_path(dest) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+
+
+def write_json(dest: str | Path, obj: Any) -> None:
+    write_text(dest, json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
+
+
+def sha256_file(path: str | Path, chunk_bytes: int = 1 << 20) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(chunk_bytes), b""):
+            digest.update(block)
+    return digest.hexdigest()

@@ -1,0 +1,503 @@
+"""Multi-label supervised contrastive losses: ALL, ANY, MulSupCon, Jaccard, Sim, Dissim,
+Sim-Dissim (the paper), class prototypes and MSC.
+
+Conventions shared by every loss (GUIDE §2):
+
+- ``features`` is ``[B, V, D]``: B samples, V views, L2-normalised; ``labels`` is ``[B, L]``
+  multi-hot (0/1, any float or bool dtype).
+- All n = B*V views are anchors, in view-major order: anchor ``a = v*B + b`` is view v of
+  sample b (the order ``torch.cat(features.unbind(1))`` gives).
+- ``s_ia = z_i . z_a / temperature`` and ``log p_ip = s_ip - log sum_{a != i} exp(s_ia)``.
+- Pair losses: ``L_i = -(1/N_i) sum_{p != i} W_ip log p_ip``; only the weight matrix W (a
+  function of the two label sets) and the normaliser N_i (the number of p with W_ip > 0)
+  change between losses. The other views of a sample are positives whenever its label set
+  is non-empty (their label sets are equal).
+- Batch loss: mean of L_i over the anchors that have at least one positive (MulSupCon: the
+  sum of L_i over the sum of label-set sizes, paper Eq. 6). An anchor without positives
+  (an empty label set included) is skipped, never NaN; a batch without a single positive
+  pair gives exactly 0 that still backpropagates. No tau/base_tau factor.
+
+Cost: the label work runs once per *sample* pair (B x B, not n x n) and its matrix product
+runs only over the label columns that at least two samples of the batch share; a label that
+one sample holds alone adds to that sample's own diagonal entry only. Nothing of size
+n x n x L is built, so MIMIC-IV ICD-10 Full (L = 25,230) costs about what MS-COCO does.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+DEFAULT_TEMPERATURE = 0.07
+PAIR_LOSSES = ("all", "any", "mulsupcon", "jaccard", "sim", "dissim", "simdissim")
+PROTOTYPE_LOSSES = ("proto", "msc")
+LOSS_NAMES = PAIR_LOSSES + PROTOTYPE_LOSSES
+SIMDISSIM_FORMS = ("weighted", "literal")
+
+
+@dataclass(frozen=True)
+class AnchorLosses:
+    """Per-anchor loss values, view-major (anchor v*B + b), and which anchors count."""
+
+    values: Tensor  # [n] L_i (0 where the anchor has no positive)
+    valid: Tensor  # [n] bool: the anchor has at least one positive
+
+
+# --------------------------------------------------------------------------------------
+# Label bookkeeping (no gradients: it depends on labels only)
+# --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BatchLabels:
+    """The batch's label sets in compact, index form.
+
+    ``rows[k], columns[k]`` is the k-th (sample, label) pair present; ``columns`` index the
+    labels present in the batch only (``present`` maps them back to vocabulary ids) and
+    ``counts[c]`` is how many samples hold compact label c.
+    """
+
+    num_samples: int
+    rows: Tensor
+    columns: Tensor
+    present: Tensor
+    counts: Tensor
+
+    @property
+    def sizes(self) -> Tensor:
+        """|S_b| for every sample b (int64)."""
+        return torch.bincount(self.rows, minlength=self.num_samples)
+
+    def dense(self, dtype: torch.dtype, columns: Tensor | None = None) -> Tensor:
+        """[B, C] 0/1 matrix over the present labels (or over the given compact columns)."""
+        rows, cols, width = self.rows, self.columns, len(self.present)
+        if columns is not None:
+            remap = torch.full((width,), -1, dtype=torch.long, device=rows.device)
+            remap[columns] = torch.arange(len(columns), device=rows.device)
+            keep = remap[cols] >= 0
+            rows, cols, width = rows[keep], remap[cols[keep]], len(columns)
+        matrix = torch.zeros(self.num_samples, width, dtype=dtype, device=rows.device)
+        matrix[rows, cols] = 1
+        return matrix
+
+
+def index_labels(labels: Tensor) -> BatchLabels:
+    """Turn a [B, L] multi-hot matrix into `BatchLabels` in one pass over it."""
+    if labels.dim() != 2:
+        raise ValueError(f"labels must be [B, L] multi-hot, got shape {tuple(labels.shape)}")
+    rows, vocab_columns = labels.nonzero(as_tuple=True)
+    values = labels[rows, vocab_columns]
+    if values.numel() and not bool((values == 1).all()):
+        raise ValueError("labels must be multi-hot: every entry 0 or 1")
+    present, columns, counts = torch.unique(vocab_columns, return_inverse=True, return_counts=True)
+    return BatchLabels(labels.shape[0], rows, columns, present, counts)
+
+
+@dataclass(frozen=True)
+class LabelOverlap:
+    sizes: Tensor  # [B] |S_b|
+    intersection: Tensor  # [B, B] sum over c in S_b ∩ S_b' of the label weight (1: |S_b ∩ S_b'|)
+
+
+def label_overlap(
+    batch: BatchLabels, dtype: torch.dtype, label_weight: Tensor | None = None
+) -> LabelOverlap:
+    """Pairwise (optionally label-weighted) intersection sizes of the batch's label sets.
+
+    ``label_weight`` gives one weight per compact label (default 1). Only labels shared by
+    at least two samples enter the matrix product; the diagonal is filled from all labels.
+    """
+    device = batch.rows.device
+    weight = torch.ones(len(batch.present), dtype=dtype, device=device) if label_weight is None else label_weight.to(dtype)
+    shared = (batch.counts >= 2).nonzero().squeeze(1)
+    shared_matrix = batch.dense(dtype, columns=shared)
+    intersection = (shared_matrix * weight[shared]) @ shared_matrix.T
+    own = torch.zeros(batch.num_samples, dtype=dtype, device=device).index_add_(0, batch.rows, weight[batch.columns])
+    intersection.diagonal().copy_(own)
+    return LabelOverlap(batch.sizes.to(dtype), intersection)
+
+
+# Weight functions: LabelOverlap -> W_b [B, B] at sample level (GUIDE §2 table).
+
+
+def similarity_factor(intersection: Tensor, anchor_size: Tensor) -> Tensor:
+    """K^s = |S ∩ T| / |S| (paper Eq. 13); 0 for an empty anchor set."""
+    return intersection / anchor_size.clamp_min(1)
+
+
+def dissimilarity_factor(intersection: Tensor, other_size: Tensor) -> Tensor:
+    """K^d = 1 / (1 + |T \\ S|) with |T \\ S| = |T| - |S ∩ T| (paper Eq. 14, 15)."""
+    return 1.0 / (1.0 + other_size - intersection)
+
+
+def _all_weights(o: LabelOverlap) -> Tensor:
+    anchor, other = o.sizes[:, None], o.sizes[None, :]
+    equal = (o.intersection == anchor) & (o.intersection == other) & (anchor > 0)
+    return equal.to(o.intersection.dtype)
+
+
+def _any_weights(o: LabelOverlap) -> Tensor:
+    return (o.intersection > 0).to(o.intersection.dtype)
+
+
+def _jaccard_weights(o: LabelOverlap) -> Tensor:
+    union = o.sizes[:, None] + o.sizes[None, :] - o.intersection
+    return o.intersection / union.clamp_min(1)
+
+
+def _sim_weights(o: LabelOverlap) -> Tensor:
+    return similarity_factor(o.intersection, o.sizes[:, None])
+
+
+def _dissim_weights(o: LabelOverlap) -> Tensor:
+    return _any_weights(o) * dissimilarity_factor(o.intersection, o.sizes[None, :])
+
+
+def _simdissim_weights(o: LabelOverlap) -> Tensor:
+    return _sim_weights(o) * dissimilarity_factor(o.intersection, o.sizes[None, :])
+
+
+WEIGHT_FUNCTIONS: dict[str, Callable[[LabelOverlap], Tensor]] = {
+    "all": _all_weights,
+    "any": _any_weights,
+    "jaccard": _jaccard_weights,
+    "sim": _sim_weights,
+    "dissim": _dissim_weights,
+    "simdissim": _simdissim_weights,
+}
+
+
+def mulsupcon_label_weight(batch: BatchLabels, views: int) -> Tensor:
+    """1 / n_c(i) with n_c(i) = #{p != i : c in T_p} = views * count_c - 1 (paper Eq. 4-5).
+
+    Zero where no other view holds the label (a single view and a label one sample holds).
+    """
+    others = views * batch.counts - 1
+    return torch.where(others > 0, 1.0 / others.clamp_min(1).double(), 0.0)
+
+
+def pair_weights(name: str, labels: Tensor, views: int = 2, dtype: torch.dtype = torch.float64) -> Tensor:
+    """The sample-level weight matrix W_b [B, B] of a pair loss (W_ip = W_b[b(i), b(p)], p != i)."""
+    batch = index_labels(labels)
+    if name == "mulsupcon":
+        return label_overlap(batch, dtype, mulsupcon_label_weight(batch, views)).intersection
+    if name not in WEIGHT_FUNCTIONS:
+        raise ValueError(f"unknown pair loss {name!r}; choose one of {sorted(WEIGHT_FUNCTIONS) + ['mulsupcon']}")
+    return WEIGHT_FUNCTIONS[name](label_overlap(batch, dtype))
+
+
+# --------------------------------------------------------------------------------------
+# Feature side
+# --------------------------------------------------------------------------------------
+
+
+def _anchor_features(features: Tensor, labels: Tensor) -> tuple[Tensor, int, int]:
+    """Validate shapes and return (z [n, D] view-major, B, V) in float32 (float64 kept)."""
+    if features.dim() != 3:
+        raise ValueError(f"features must be [B, V, D], got shape {tuple(features.shape)}")
+    if labels.dim() != 2 or labels.shape[0] != features.shape[0]:
+        raise ValueError(
+            f"labels must be [B, L] with B = {features.shape[0]} (features' first dimension), "
+            f"got shape {tuple(labels.shape)}"
+        )
+    if labels.device != features.device:
+        raise ValueError(f"labels are on {labels.device} but features on {features.device}; move them together")
+    batch, views, _ = features.shape
+    dtype = torch.float64 if features.dtype == torch.float64 else torch.float32
+    z = features.to(dtype).transpose(0, 1).reshape(batch * views, -1)
+    return z, batch, views
+
+
+def _to_anchors(sample_matrix: Tensor, views: int) -> Tensor:
+    """Expand a sample-level [B, B] matrix to anchors [n, n] with a zero diagonal (p != i)."""
+    anchors = sample_matrix.repeat(views, views)
+    anchors.fill_diagonal_(0)
+    return anchors
+
+
+def _masked_logits(z: Tensor, temperature: float) -> Tensor:
+    """s = z z^T / tau with the diagonal (the anchor itself) excluded from every softmax.
+
+    A finite, very negative value rather than -inf keeps single-anchor batches and 0 * s
+    products free of NaN; exp() of it is exactly 0.
+    """
+    logits = z @ z.T / temperature
+    eye = torch.eye(len(z), dtype=torch.bool, device=z.device)
+    return logits.masked_fill(eye, torch.finfo(logits.dtype).min / 4)
+
+
+def weighted_neg_log_prob(z: Tensor, weights: Tensor, temperature: float) -> Tensor:
+    """sum_{p != i} W_ip * (-log p_ip) for every anchor i; W [n, n] with a zero diagonal.
+
+    Uses -log p_ip = lse_i - s_ip, so no [n, n] log-probability matrix is kept for backward.
+    This is also the feature-only cost that the benchmark compares against.
+    """
+    logits = _masked_logits(z, temperature)
+    lse = torch.logsumexp(logits, dim=1)
+    return lse * weights.sum(1) - (weights * logits).sum(1)
+
+
+def _zero_like_graph(values: Tensor) -> Tensor:
+    """An exact 0 that keeps the autograd graph (a batch without any positive pair)."""
+    return values.sum() * 0.0
+
+
+# --------------------------------------------------------------------------------------
+# Loss modules
+# --------------------------------------------------------------------------------------
+
+
+class PairLoss(nn.Module):
+    """Weighted-pair SupCon: L_i = -(1/N_i) sum_p W_ip log p_ip with W from `weight_fn`.
+
+    ``log_weight_inside=True`` evaluates the paper's Eq. 12 as printed,
+    ``-(1/N_i) sum_{p in P(i)} log(W_ip exp(s_ip) / sum_a exp(s_ia))``: that equals the ANY loss
+    (P(i) = {p : W_ip > 0}) plus the feature-independent ``-(1/N_i) sum_p log W_ip``, so its
+    gradients are exactly ANY's.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        weight_fn: Callable[[LabelOverlap], Tensor],
+        temperature: float = DEFAULT_TEMPERATURE,
+        log_weight_inside: bool = False,
+    ):
+        super().__init__()
+        _check_temperature(temperature)
+        self.name = name
+        self.weight_fn = weight_fn
+        self.temperature = float(temperature)
+        self.log_weight_inside = log_weight_inside
+
+    def extra_repr(self) -> str:
+        form = ", form=literal" if self.log_weight_inside else ""
+        return f"name={self.name!r}, temperature={self.temperature}{form}"
+
+    def per_anchor(self, features: Tensor, labels: Tensor) -> AnchorLosses:
+        with torch.autocast(device_type=features.device.type, enabled=False):
+            z, _, views = _anchor_features(features, labels)
+            with torch.no_grad():
+                sample_weights = self.weight_fn(label_overlap(index_labels(labels), z.dtype))
+                positive = sample_weights > 0
+                # N_i: views * (#samples b' with W > 0) minus the anchor itself.
+                count = views * positive.sum(1) - positive.diagonal().long()
+                count = count.repeat(views).to(z.dtype)
+                shift = self._log_weight_shift(sample_weights, positive, views) if self.log_weight_inside else None
+                pair_weights_ = positive.to(z.dtype) if self.log_weight_inside else sample_weights
+                anchor_weights = _to_anchors(pair_weights_, views)
+            values = weighted_neg_log_prob(z, anchor_weights, self.temperature) / count.clamp_min(1)
+            if shift is not None:
+                values = values + shift / count.clamp_min(1)
+            valid = count > 0
+            return AnchorLosses(torch.where(valid, values, values * 0.0), valid)
+
+    @staticmethod
+    def _log_weight_shift(sample_weights: Tensor, positive: Tensor, views: int) -> Tensor:
+        """-sum_{p in P(i)} log W_ip per anchor (the literal form's constant)."""
+        log_w = torch.where(positive, sample_weights.clamp_min(torch.finfo(sample_weights.dtype).tiny).log(), 0.0)
+        per_sample = views * log_w.sum(1) - log_w.diagonal()
+        return -per_sample.repeat(views)
+
+    def forward(self, features: Tensor, labels: Tensor) -> Tensor:
+        anchors = self.per_anchor(features, labels)
+        if not bool(anchors.valid.any()):
+            return _zero_like_graph(anchors.values)
+        return anchors.values[anchors.valid].mean()
+
+
+class MulSupConLoss(nn.Module):
+    """MulSupCon, batch form (paper Eq. 4-6): one positive set per anchor label.
+
+    W_ip = sum_{c in S_i ∩ T_p} 1/n_c(i), n_c(i) = #{p != i : c in T_p}; L_i = -sum_p W_ip
+    log p_ip; batch loss = sum_i L_i / sum_i |S_i| over all anchors. (The official code is
+    MoCo-style with a momentum encoder and a labelled queue; this is the paper's batch form.)
+    """
+
+    name = "mulsupcon"
+
+    def __init__(self, temperature: float = DEFAULT_TEMPERATURE):
+        super().__init__()
+        _check_temperature(temperature)
+        self.temperature = float(temperature)
+
+    def extra_repr(self) -> str:
+        return f"temperature={self.temperature}"
+
+    def _parts(self, features: Tensor, labels: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        z, _, views = _anchor_features(features, labels)
+        with torch.no_grad():
+            batch = index_labels(labels)
+            sample_weights = label_overlap(batch, z.dtype, mulsupcon_label_weight(batch, views)).intersection
+            anchor_weights = _to_anchors(sample_weights, views)
+            label_count = batch.sizes.repeat(views).to(z.dtype)
+        values = weighted_neg_log_prob(z, anchor_weights, self.temperature)
+        return values, anchor_weights.sum(1) > 0, label_count
+
+    def per_anchor(self, features: Tensor, labels: Tensor) -> AnchorLosses:
+        """L_i unnormalised (the batch divides by the total label count, not per anchor)."""
+        with torch.autocast(device_type=features.device.type, enabled=False):
+            values, valid, _ = self._parts(features, labels)
+            return AnchorLosses(values, valid)
+
+    def forward(self, features: Tensor, labels: Tensor) -> Tensor:
+        with torch.autocast(device_type=features.device.type, enabled=False):
+            values, valid, label_count = self._parts(features, labels)
+            if not bool(valid.any()):
+                return _zero_like_graph(values)
+            return values.sum() / label_count.sum()
+
+
+class _PrototypeLoss(nn.Module):
+    """Shared parts of the losses with learnable, L2-normalised class prototypes P [L, D]."""
+
+    def __init__(self, num_labels: int, dim: int, temperature: float):
+        super().__init__()
+        _check_temperature(temperature)
+        if num_labels < 1 or dim < 1:
+            raise ValueError(f"prototype losses need num_labels >= 1 and dim >= 1, got {num_labels}, {dim}")
+        self.temperature = float(temperature)
+        self.prototypes = nn.Parameter(torch.randn(num_labels, dim) / math.sqrt(dim))
+
+    def _prototype_logits(self, z: Tensor, labels: Tensor) -> Tensor:
+        if labels.shape[1] != self.prototypes.shape[0]:
+            raise ValueError(
+                f"labels have {labels.shape[1]} columns but the loss has {self.prototypes.shape[0]} "
+                "prototypes; pass num_labels equal to the label vocabulary size"
+            )
+        if z.shape[1] != self.prototypes.shape[1]:
+            raise ValueError(f"features have dim {z.shape[1]} but prototypes have dim {self.prototypes.shape[1]}")
+        prototypes = F.normalize(self.prototypes.to(z.dtype), dim=1)
+        return z @ prototypes.T / self.temperature
+
+    def forward(self, features: Tensor, labels: Tensor) -> Tensor:
+        anchors = self.per_anchor(features, labels)
+        if not bool(anchors.valid.any()):
+            return _zero_like_graph(anchors.values) + 0.0 * self.prototypes.sum()
+        return anchors.values[anchors.valid].mean()
+
+
+class ClassPrototypeLoss(_PrototypeLoss):
+    """Class prototypes (Gupta et al. 2023, nearest public form): for anchor i, the mean over
+    c in S_i of -log softmax_c(z_i . P / tau) over all L prototypes."""
+
+    name = "proto"
+
+    def __init__(self, num_labels: int, dim: int, temperature: float = DEFAULT_TEMPERATURE):
+        super().__init__(num_labels, dim, temperature)
+
+    def per_anchor(self, features: Tensor, labels: Tensor) -> AnchorLosses:
+        with torch.autocast(device_type=features.device.type, enabled=False):
+            z, batch_size, views = _anchor_features(features, labels)
+            logits = self._prototype_logits(z, labels)
+            with torch.no_grad():
+                batch = index_labels(labels)
+                sizes = batch.sizes.repeat(views).to(z.dtype)
+                rows = torch.cat([batch.rows + v * batch_size for v in range(views)])
+                columns = batch.present[batch.columns].repeat(views)
+            positive_sum = torch.zeros(len(z), dtype=z.dtype, device=z.device).index_add(0, rows, logits[rows, columns])
+            values = torch.logsumexp(logits, dim=1) - positive_sum / sizes.clamp_min(1)
+            valid = sizes > 0
+            return AnchorLosses(torch.where(valid, values, values * 0.0), valid)
+
+
+class MSCLoss(_PrototypeLoss):
+    """MSC (Audibert et al. 2024) with prototypes.
+
+    Denominator: log(beta * sum_{k != i} exp(s_ik) + sum_c exp(z_i . P_c / tau)). For each
+    c in S_i the positives are P_c (weight 1) and every other view k with c in T_k (weight
+    alpha / |S_i ∪ T_k|), weights rescaled to sum to 1 per label;
+    L_i = -(1/|S_i|) sum_c sum_positives weight * (score - denominator).
+    """
+
+    name = "msc"
+
+    def __init__(
+        self,
+        num_labels: int,
+        dim: int,
+        temperature: float = DEFAULT_TEMPERATURE,
+        alpha: float = 1.0,
+        beta: float = 0.1,
+    ):
+        super().__init__(num_labels, dim, temperature)
+        if alpha < 0 or beta <= 0:
+            raise ValueError(f"msc needs alpha >= 0 and beta > 0, got alpha={alpha}, beta={beta}")
+        self.alpha = float(alpha)
+        self.beta = float(beta)
+
+    def extra_repr(self) -> str:
+        return f"temperature={self.temperature}, alpha={self.alpha}, beta={self.beta}"
+
+    def per_anchor(self, features: Tensor, labels: Tensor) -> AnchorLosses:
+        with torch.autocast(device_type=features.device.type, enabled=False):
+            z, _, views = _anchor_features(features, labels)
+            prototype_logits = self._prototype_logits(z, labels)
+            with torch.no_grad():
+                batch = index_labels(labels)
+                overlap = label_overlap(batch, z.dtype)
+                union = overlap.sizes[:, None] + overlap.sizes[None, :] - overlap.intersection
+                sample_pull = torch.where(union > 0, self.alpha / union.clamp_min(1), 0.0)  # A_b
+                held = batch.dense(z.dtype)  # [B, C] over the labels present
+                # Z_ic = 1 + sum_{k != i} A_ik [c in T_k]: the views of sample b' each add
+                # A_b[b, b']; the anchor itself does not.
+                normaliser = 1 + views * (sample_pull @ held) - sample_pull.diagonal()[:, None] * held
+                inverse_normaliser = held / normaliser  # 1/Z_bc on c in S_b, else 0
+                shared_inverse = inverse_normaliser @ held.T  # M_b = sum_{c in S ∩ T} 1/Z
+                pair_weights_ = _to_anchors(sample_pull * shared_inverse, views)
+                sizes = batch.sizes.repeat(views).to(z.dtype)
+                anchor_inverse = inverse_normaliser.repeat(views, 1)
+            logits = _masked_logits(z, self.temperature)
+            denominator = torch.logsumexp(torch.cat([logits + math.log(self.beta), prototype_logits], dim=1), dim=1)
+            prototype_pull = (anchor_inverse * prototype_logits[:, batch.present]).sum(1)
+            sample_pull_term = (pair_weights_ * logits).sum(1)
+            values = denominator - (prototype_pull + sample_pull_term) / sizes.clamp_min(1)
+            valid = sizes > 0
+            return AnchorLosses(torch.where(valid, values, values * 0.0), valid)
+
+
+def _check_temperature(temperature: float) -> None:
+    if not temperature > 0:
+        raise ValueError(f"temperature must be > 0, got {temperature}")
+
+
+def make_loss(name: str, **options) -> nn.Module:
+    """Build a loss by name: all, any, mulsupcon, jaccard, sim, dissim, simdissim, proto, msc.
+
+    Options: ``temperature`` (default 0.07) for all; ``form`` for simdissim (``weighted``,
+    the default: the weight multiplies log p; ``literal``: the weight inside the log as
+    printed in the paper's Eq. 12, gradient-identical to ANY); ``num_labels`` and ``dim``
+    for proto and msc; ``alpha`` (1.0) and ``beta`` (0.1) for msc.
+    """
+    allowed = {"temperature"}
+    if name == "simdissim":
+        allowed |= {"form"}
+    elif name == "proto":
+        allowed |= {"num_labels", "dim"}
+    elif name == "msc":
+        allowed |= {"num_labels", "dim", "alpha", "beta"}
+    elif name not in LOSS_NAMES:
+        raise ValueError(f"unknown loss {name!r}; choose one of {', '.join(LOSS_NAMES)}")
+    unknown = set(options) - allowed
+    if unknown:
+        raise ValueError(f"loss {name!r} does not take option(s) {sorted(unknown)}; it takes {sorted(allowed)}")
+
+    temperature = options.get("temperature", DEFAULT_TEMPERATURE)
+    if name == "mulsupcon":
+        return MulSupConLoss(temperature)
+    if name in PROTOTYPE_LOSSES:
+        missing = {"num_labels", "dim"} - set(options)
+        if missing:
+            raise ValueError(f"loss {name!r} needs option(s) {sorted(missing)} (label vocabulary size, feature dim)")
+        extra = {key: options[key] for key in ("alpha", "beta") if key in options}
+        cls = ClassPrototypeLoss if name == "proto" else MSCLoss
+        return cls(int(options["num_labels"]), int(options["dim"]), temperature, **extra)
+    form = options.get("form", "weighted")
+    if form not in SIMDISSIM_FORMS:
+        raise ValueError(f"simdissim form must be one of {SIMDISSIM_FORMS}, got {form!r}")
+    return PairLoss(name, WEIGHT_FUNCTIONS[name], temperature, log_weight_inside=form == "literal")

@@ -1,0 +1,32 @@
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = REPO_ROOT / "tests" / "fixtures"
+
+
+def shared_dir() -> Path:
+    """The team's shared folder: $MSCL_SHARED, else ../shared beside the checkout."""
+    return Path(os.environ.get("MSCL_SHARED", REPO_ROOT.parent / "shared"))
+
+
+@pytest.fixture
+def repo_root() -> Path:
+    return REPO_ROOT
+
+
+@pytest.fixture
+def fixtures_dir() -> Path:
+    return FIXTURES
+
+
+@pytest.fixture
+def mimic_split_lists() -> Path:
+    path = shared_dir() / "data" / "mimic_splits"
+    if not path.is_dir():
+        pytest.fail(f"MIMIC split lists not found at {path}; set MSCL_SHARED to the team's shared folder")
+    return path

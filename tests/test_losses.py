@@ -1,0 +1,367 @@
+"""The loss family against naive loops written from the paper's equations (GUIDE §2).
+
+The reference implementations here loop over anchors, positives and labels with Python sets;
+they share no code with `mscl.losses` beyond `make_loss`.
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from mscl.losses import LOSS_NAMES, make_loss
+
+TAU = 0.07
+
+
+# ------------------------------------------------------------------------------ naive loops
+
+
+def anchors_of(features: torch.Tensor, labels: torch.Tensor):
+    """View-major anchors: anchor v*B + b is view v of sample b; its label set is sample b's."""
+    batch, views, _ = features.shape
+    z = [features[b, v] for v in range(views) for b in range(batch)]
+    sets = [frozenset(torch.nonzero(labels[b]).flatten().tolist()) for v in range(views) for b in range(batch)]
+    return z, sets
+
+
+def log_prob(z, i, p, tau):
+    denominator = sum(torch.exp(z[i] @ z[a] / tau) for a in range(len(z)) if a != i)
+    return z[i] @ z[p] / tau - torch.log(denominator)
+
+
+def naive_pair_loss(features, labels, weight, tau=TAU, literal=False):
+    z, sets = anchors_of(features, labels)
+    per_anchor = []
+    for i in range(len(z)):
+        positives = [(p, weight(sets[i], sets[p])) for p in range(len(z)) if p != i]
+        positives = [(p, w) for p, w in positives if w > 0]
+        if not positives:
+            continue
+        if literal:  # Eq. 12 as printed: the weight inside the log
+            terms = [torch.log(w * torch.exp(log_prob(z, i, p, tau))) for p, w in positives]
+        else:
+            terms = [w * log_prob(z, i, p, tau) for p, w in positives]
+        per_anchor.append(-sum(terms) / len(positives))
+    if not per_anchor:
+        return features.sum() * 0
+    return sum(per_anchor) / len(per_anchor)
+
+
+def w_all(s, t):
+    return 1.0 if s == t and s else 0.0
+
+
+def w_any(s, t):
+    return 1.0 if s & t else 0.0
+
+
+def w_jaccard(s, t):
+    return len(s & t) / len(s | t) if s & t else 0.0
+
+
+def w_sim(s, t):
+    return len(s & t) / len(s) if s & t else 0.0
+
+
+def w_dissim(s, t):
+    return 1.0 / (1 + len(t - s)) if s & t else 0.0
+
+
+def w_simdissim(s, t):
+    return w_sim(s, t) * (1.0 / (1 + len(t - s)))
+
+
+PAIR_WEIGHTS = {"all": w_all, "any": w_any, "jaccard": w_jaccard, "sim": w_sim, "dissim": w_dissim, "simdissim": w_simdissim}
+
+
+def naive_mulsupcon(features, labels, tau=TAU):
+    z, sets = anchors_of(features, labels)
+    total = features.sum() * 0
+    for i in range(len(z)):
+        for c in sets[i]:
+            positives = [p for p in range(len(z)) if p != i and c in sets[p]]
+            if positives:
+                total = total - sum(log_prob(z, i, p, tau) for p in positives) / len(positives)
+    label_count = sum(len(s) for s in sets)
+    return total / label_count if label_count else features.sum() * 0
+
+
+def naive_proto(features, labels, prototypes, tau=TAU):
+    z, sets = anchors_of(features, labels)
+    protos = F.normalize(prototypes, dim=1)
+    per_anchor = []
+    for i in range(len(z)):
+        if not sets[i]:
+            continue
+        logits = [z[i] @ protos[c] / tau for c in range(len(protos))]
+        lse = torch.logsumexp(torch.stack(logits), 0)
+        per_anchor.append(sum(lse - logits[c] for c in sets[i]) / len(sets[i]))
+    return sum(per_anchor) / len(per_anchor) if per_anchor else features.sum() * 0
+
+
+def naive_msc(features, labels, prototypes, tau=TAU, alpha=1.0, beta=0.1):
+    z, sets = anchors_of(features, labels)
+    protos = F.normalize(prototypes, dim=1)
+    per_anchor = []
+    for i in range(len(z)):
+        if not sets[i]:
+            continue
+        sample_mass = sum(torch.exp(z[i] @ z[k] / tau) for k in range(len(z)) if k != i)
+        proto_mass = sum(torch.exp(z[i] @ protos[c] / tau) for c in range(len(protos)))
+        log_denominator = torch.log(beta * sample_mass + proto_mass)
+        label_terms = []
+        for c in sets[i]:
+            positives = [(z[i] @ protos[c] / tau, 1.0)]
+            positives += [(z[i] @ z[k] / tau, alpha / len(sets[i] | sets[k])) for k in range(len(z)) if k != i and c in sets[k]]
+            mass = sum(w for _, w in positives)
+            label_terms.append(-sum((w / mass) * (score - log_denominator) for score, w in positives))
+        per_anchor.append(sum(label_terms) / len(sets[i]))
+    return sum(per_anchor) / len(per_anchor) if per_anchor else features.sum() * 0
+
+
+def naive(name, features, labels, loss_module):
+    if name in PAIR_WEIGHTS:
+        return naive_pair_loss(features, labels, PAIR_WEIGHTS[name])
+    if name == "mulsupcon":
+        return naive_mulsupcon(features, labels)
+    if name == "proto":
+        return naive_proto(features, labels, loss_module.prototypes)
+    return naive_msc(features, labels, loss_module.prototypes)
+
+
+# ------------------------------------------------------------------------------ batches
+
+
+def random_batch(batch, views, num_labels, dtype, seed, empty_rows=(), duplicate=None, dim=6):
+    generator = torch.Generator().manual_seed(seed)
+    features = F.normalize(torch.randn(batch, views, dim, generator=generator, dtype=dtype), dim=-1)
+    labels = (torch.rand(batch, num_labels, generator=generator) < 0.35).to(dtype)
+    for row in empty_rows:
+        labels[row] = 0
+    if duplicate is not None:
+        labels[duplicate[1]] = labels[duplicate[0]]
+    return features.requires_grad_(), labels
+
+
+BATCHES = {
+    "mixed_v2": dict(batch=7, views=2, num_labels=5, empty_rows=(0,), duplicate=(1, 2)),
+    "views3": dict(batch=5, views=3, num_labels=4, empty_rows=(3,), duplicate=(0, 4)),
+    "views1": dict(batch=6, views=1, num_labels=4, empty_rows=(5,), duplicate=(1, 3)),
+    "single_sample_v2": dict(batch=1, views=2, num_labels=3),
+    "single_sample_v1": dict(batch=1, views=1, num_labels=3),
+    "all_empty": dict(batch=4, views=2, num_labels=3, empty_rows=(0, 1, 2, 3)),
+}
+
+
+def build(name, num_labels, dim, dtype):
+    options = {"num_labels": num_labels, "dim": dim} if name in ("proto", "msc") else {}
+    loss = make_loss(name, **options)
+    return loss.to(dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+@pytest.mark.parametrize("case", sorted(BATCHES))
+@pytest.mark.parametrize("name", LOSS_NAMES)
+def test_loss_equals_naive_loop(name, case, dtype):
+    spec = dict(BATCHES[case])
+    features, labels = random_batch(dtype=dtype, seed=zlib.crc32(f"{name}/{case}".encode()) % 1000, **spec)
+    if case == "single_sample_v2":
+        labels[0, 1] = 1  # a non-empty set: the other view is its only positive
+    loss_module = build(name, spec["num_labels"], features.shape[-1], dtype)
+    got = loss_module(features, labels)
+    want = naive(name, features, labels, loss_module)
+    tolerance = dict(rtol=1e-9, atol=1e-9) if dtype == torch.float64 else dict(rtol=2e-5, atol=2e-5)
+    assert got.dtype == dtype and got.dim() == 0
+    torch.testing.assert_close(got, torch.as_tensor(want, dtype=dtype), **tolerance)
+    if dtype == torch.float64 and want.requires_grad:
+        grad_got = torch.autograd.grad(got, features, retain_graph=True)[0]
+        grad_want = torch.autograd.grad(want, features)[0]
+        torch.testing.assert_close(grad_got, grad_want, rtol=1e-8, atol=1e-9)
+
+
+@pytest.mark.parametrize("name", LOSS_NAMES)
+def test_bool_and_float_labels_agree(name):
+    features, labels = random_batch(6, 2, 5, torch.float64, seed=3)
+    loss_module = build(name, 5, 6, torch.float64)
+    torch.testing.assert_close(loss_module(features, labels), loss_module(features, labels.bool()))
+
+
+@pytest.mark.parametrize("name", [n for n in LOSS_NAMES if n not in ("proto", "msc")])
+def test_no_positive_pair_gives_zero_that_backpropagates(name):
+    # Single view, disjoint single labels: no anchor has a positive at all.
+    features = F.normalize(torch.randn(3, 1, 4, dtype=torch.float64), dim=-1).requires_grad_()
+    labels = torch.eye(3, dtype=torch.float64)
+    loss = make_loss(name)(features, labels)
+    assert loss.item() == 0.0
+    (grad,) = torch.autograd.grad(loss, features)
+    assert torch.equal(grad, torch.zeros_like(grad))
+
+
+@pytest.mark.parametrize("name", ["proto", "msc"])
+def test_prototype_losses_skip_empty_label_sets(name):
+    features, labels = random_batch(4, 2, 3, torch.float64, seed=5, empty_rows=(0, 1, 2, 3))
+    loss = build(name, 3, 6, torch.float64)(features, labels)
+    assert loss.item() == 0.0
+    loss.backward()  # still part of the graph
+
+
+def test_per_anchor_values_are_view_major_and_match_the_naive_anchor_loss():
+    features, labels = random_batch(4, 2, 4, torch.float64, seed=11, empty_rows=(2,))
+    anchors = make_loss("simdissim").per_anchor(features, labels)
+    z, sets = anchors_of(features, labels)
+    for i in range(len(z)):
+        positives = [(p, w_simdissim(sets[i], sets[p])) for p in range(len(z)) if p != i]
+        positives = [(p, w) for p, w in positives if w > 0]
+        assert bool(anchors.valid[i]) == bool(positives)
+        if positives:
+            want = -sum(w * log_prob(z, i, p, TAU) for p, w in positives) / len(positives)
+            torch.testing.assert_close(anchors.values[i], want)
+    assert not anchors.valid[2] and not anchors.valid[2 + 4]  # sample 2 (empty set), both views
+
+
+# ------------------------------------------------------------------------------ the finding about Eq. 12
+
+
+def test_literal_form_has_exactly_the_gradient_of_any_and_weighted_does_not():
+    features, labels = random_batch(8, 2, 6, torch.float64, seed=21, empty_rows=(7,))
+    grads, values = {}, {}
+    for key, loss_module in {
+        "any": make_loss("any"),
+        "literal": make_loss("simdissim", form="literal"),
+        "weighted": make_loss("simdissim", form="weighted"),
+    }.items():
+        loss = loss_module(features, labels)
+        values[key] = loss.item()
+        grads[key] = torch.autograd.grad(loss, features)[0]
+    assert torch.equal(grads["literal"], grads["any"])
+    assert (grads["weighted"] - grads["any"]).abs().max() > 1e-3
+    # The literal loss is ANY shifted by the batch mean of -(1/N_i) sum_{p in P(i)} log w_ip.
+    z, sets = anchors_of(features, labels)
+    shifts = []
+    for i in range(len(z)):
+        weights = [w_simdissim(sets[i], sets[p]) for p in range(len(z)) if p != i]
+        weights = [w for w in weights if w > 0]
+        if weights:
+            shifts.append(-sum(math.log(w) for w in weights) / len(weights))
+    assert values["literal"] - values["any"] == pytest.approx(sum(shifts) / len(shifts), rel=1e-10)
+    assert values["literal"] > values["any"]  # some weights are < 1 on this batch
+
+
+# ------------------------------------------------------------------------------ robustness
+
+
+@pytest.mark.parametrize("name", LOSS_NAMES)
+def test_gradients_reach_features_and_prototypes(name):
+    features, labels = random_batch(6, 2, 5, torch.float32, seed=7, empty_rows=(0,))
+    loss_module = build(name, 5, 6, torch.float32)
+    loss_module(features, labels).backward()
+    assert features.grad is not None and features.grad.abs().sum() > 0
+    if name in ("proto", "msc"):
+        assert loss_module.prototypes.grad.abs().sum() > 0
+
+
+@pytest.mark.parametrize("name", LOSS_NAMES)
+def test_identical_features_at_temperature_007_are_finite(name):
+    features = F.normalize(torch.ones(8, 2, 16), dim=-1).requires_grad_()
+    labels = torch.zeros(8, 4)
+    labels[:, 0] = 1
+    labels[::2, 1] = 1
+    loss_module = build(name, 4, 16, torch.float32)
+    loss = loss_module(features, labels)
+    loss.backward()
+    assert torch.isfinite(loss) and torch.isfinite(features.grad).all()
+
+
+@pytest.mark.parametrize("name", LOSS_NAMES)
+def test_bf16_autocast_on_cpu_is_finite(name):
+    torch.manual_seed(0)
+    encoder = torch.nn.Linear(12, 16)
+    inputs = torch.randn(10, 2, 12)
+    labels = (torch.rand(10, 6) < 0.4).float()
+    loss_module = build(name, 6, 16, torch.float32)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        features = F.normalize(encoder(inputs), dim=-1)
+        assert features.dtype == torch.bfloat16
+        loss = loss_module(features, labels)
+    loss.backward()
+    assert loss.dtype == torch.float32 and torch.isfinite(loss)
+    assert torch.isfinite(encoder.weight.grad).all() and encoder.weight.grad.abs().sum() > 0
+
+
+def test_single_label_batches_reduce_to_supcon():
+    """Eq. 16: with one label per sample Sim-Dissim == ANY == ALL (== SupCon)."""
+    generator = torch.Generator().manual_seed(2)
+    features = F.normalize(torch.randn(9, 2, 8, generator=generator, dtype=torch.float64), dim=-1)
+    classes = torch.tensor([0, 1, 2, 0, 1, 0, 3, 3, 2])
+    labels = F.one_hot(classes, 5).double()
+    values = {name: make_loss(name)(features, labels) for name in ("simdissim", "any", "all", "jaccard")}
+    supcon = naive_pair_loss(features, labels, lambda s, t: 1.0 if s == t else 0.0)
+    for value in values.values():
+        torch.testing.assert_close(value, supcon, rtol=1e-12, atol=1e-12)
+
+
+def test_bad_inputs_have_clear_errors():
+    features = F.normalize(torch.randn(4, 2, 8), dim=-1)
+    with pytest.raises(ValueError, match="unknown loss 'supcon'"):
+        make_loss("supcon")
+    with pytest.raises(ValueError, match="does not take option"):
+        make_loss("any", form="literal")
+    with pytest.raises(ValueError, match="form must be one of"):
+        make_loss("simdissim", form="inside")
+    with pytest.raises(ValueError, match="needs option"):
+        make_loss("msc", num_labels=3)
+    with pytest.raises(ValueError, match="temperature must be > 0"):
+        make_loss("any", temperature=0)
+    with pytest.raises(ValueError, match=r"features must be \[B, V, D\]"):
+        make_loss("any")(features[:, 0], torch.ones(4, 3))
+    with pytest.raises(ValueError, match="B = 4"):
+        make_loss("any")(features, torch.ones(5, 3))
+    with pytest.raises(ValueError, match="multi-hot"):
+        make_loss("any")(features, torch.full((4, 3), 0.5))
+    with pytest.raises(ValueError, match="prototypes"):
+        make_loss("proto", num_labels=7, dim=8)(features, torch.ones(4, 3))
+
+
+def _peak_rss_bytes() -> int:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError("VmHWM not found")
+
+
+def _reset_peak_rss() -> None:
+    with open("/proc/self/clear_refs", "w") as handle:  # "5" resets the peak RSS (Linux >= 4.0)
+        handle.write("5")
+
+
+def zipf_labels(batch, num_labels, per_sample, seed):
+    """Long-tailed multi-hot labels: per_sample distinct labels drawn with p(rank r) ~ 1/r."""
+    generator = torch.Generator().manual_seed(seed)
+    probabilities = 1.0 / torch.arange(1, num_labels + 1, dtype=torch.float64)
+    picks = torch.multinomial(probabilities.expand(batch, -1), per_sample, replacement=False, generator=generator)
+    labels = torch.zeros(batch, num_labels)
+    labels.scatter_(1, picks, 1.0)
+    return labels
+
+
+@pytest.mark.parametrize("name", LOSS_NAMES)
+def test_mimic_icd10_full_label_space_runs_without_an_n_n_l_tensor(name):
+    """n = 1024 anchors, L = 25,230 labels, 16 per sample: an n x n x L float tensor would be
+    106 GB (26 GB as bool) on this 24 GiB machine; the loss must stay far below that."""
+    batch, views, num_labels, dim = 512, 2, 25_230, 256
+    labels = zipf_labels(batch, num_labels, 16, seed=0)
+    features = F.normalize(torch.randn(batch, views, dim), dim=-1).requires_grad_()
+    loss_module = build(name, num_labels, dim, torch.float32)
+    _reset_peak_rss()
+    before = _peak_rss_bytes()
+    loss = loss_module(features, labels)
+    loss.backward()
+    extra = _peak_rss_bytes() - before
+    assert torch.isfinite(loss) and torch.isfinite(features.grad).all()
+    assert extra < 2 * 1024**3, f"{name} peaked {extra / 1e9:.1f} GB above its inputs"
