@@ -13,6 +13,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from mscl.bench.losses import long_tailed_labels
+from mscl.bench.memory import peak_rss_bytes, reset_peak_rss
 from mscl.losses import LOSS_NAMES, make_loss
 
 TAU = 0.07
@@ -327,41 +329,18 @@ def test_bad_inputs_have_clear_errors():
         make_loss("proto", num_labels=7, dim=8)(features, torch.ones(4, 3))
 
 
-def _peak_rss_bytes() -> int:
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024
-    raise RuntimeError("VmHWM not found")
-
-
-def _reset_peak_rss() -> None:
-    with open("/proc/self/clear_refs", "w") as handle:  # "5" resets the peak RSS (Linux >= 4.0)
-        handle.write("5")
-
-
-def zipf_labels(batch, num_labels, per_sample, seed):
-    """Long-tailed multi-hot labels: per_sample distinct labels drawn with p(rank r) ~ 1/r."""
-    generator = torch.Generator().manual_seed(seed)
-    probabilities = 1.0 / torch.arange(1, num_labels + 1, dtype=torch.float64)
-    picks = torch.multinomial(probabilities.expand(batch, -1), per_sample, replacement=False, generator=generator)
-    labels = torch.zeros(batch, num_labels)
-    labels.scatter_(1, picks, 1.0)
-    return labels
-
-
 @pytest.mark.parametrize("name", LOSS_NAMES)
 def test_mimic_icd10_full_label_space_runs_without_an_n_n_l_tensor(name):
     """n = 1024 anchors, L = 25,230 labels, 16 per sample: an n x n x L float tensor would be
     106 GB (26 GB as bool) on this 24 GiB machine; the loss must stay far below that."""
     batch, views, num_labels, dim = 512, 2, 25_230, 256
-    labels = zipf_labels(batch, num_labels, 16, seed=0)
+    labels = long_tailed_labels(batch, num_labels, 16, seed=0)
     features = F.normalize(torch.randn(batch, views, dim), dim=-1).requires_grad_()
     loss_module = build(name, num_labels, dim, torch.float32)
-    _reset_peak_rss()
-    before = _peak_rss_bytes()
+    reset_peak_rss()
+    before = peak_rss_bytes()
     loss = loss_module(features, labels)
     loss.backward()
-    extra = _peak_rss_bytes() - before
+    extra = peak_rss_bytes() - before
     assert torch.isfinite(loss) and torch.isfinite(features.grad).all()
     assert extra < 2 * 1024**3, f"{name} peaked {extra / 1e9:.1f} GB above its inputs"

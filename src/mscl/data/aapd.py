@@ -1,0 +1,139 @@
+"""AAPD (arXiv Academic Paper Dataset) -> manifest (`python -m mscl prepare-aapd`).
+
+Layout read under --root: `text_{train,val,test}` (one space-tokenised abstract per line) and
+`label_{train,val,test}` (the space-separated subject labels of the same line). All documents
+are pooled in train, val, test file order and get ids `aapd-<index in that pool>`.
+
+The paper's 37.8k / 6.7k / 11.3k documents are a re-split of the 55.8k pooled documents, so
+the default policy (`resplit`) shuffles the pool with the seed and cuts it in those
+proportions; `original` keeps the published files' split. Documents with an empty text or no
+label are dropped and counted.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any, Sequence
+
+import pandas as pd
+
+from mscl.data.manifest import SPLITS, write_dataset
+from mscl.data.splitting import check_fractions, fractional_split
+from mscl.errors import InputError
+from mscl.io import sha256_file
+
+FORMAT = "AAPD text_*/label_* line files"
+POLICIES = ("resplit", "original")
+# The paper's split sizes in thousands of documents (Table "Statistics of datasets").
+PAPER_COUNTS_K = (37.8, 6.7, 11.3)
+DEFAULT_FRACTIONS = tuple(count / sum(PAPER_COUNTS_K) for count in PAPER_COUNTS_K)
+FIX_DOWNLOAD = "unpack the AAPD release (text_train, label_train, ... text_test, label_test) under --root"
+
+
+def read_line_file(path: Path) -> list[str]:
+    """Lines of a text file without their line endings (a final newline adds no line)."""
+    if not path.is_file():
+        raise InputError(path, "AAPD file not found", FIX_DOWNLOAD)
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return [line.rstrip("\n") for line in handle]
+    except UnicodeDecodeError as error:
+        raise InputError(path, f"not UTF-8 text ({error})", "re-extract the file from the AAPD release") from error
+
+
+def read_source_split(root: Path, split: str) -> pd.DataFrame:
+    """Texts and label lists of one published split; the two files must have equal line counts."""
+    text_path, label_path = root / f"text_{split}", root / f"label_{split}"
+    texts, labels = read_line_file(text_path), read_line_file(label_path)
+    if len(texts) != len(labels):
+        raise InputError(
+            text_path,
+            f"has {len(texts)} lines but {label_path} has {len(labels)}",
+            f"use matching {text_path.name} and {label_path.name} files: line i of one describes line i of the other",
+        )
+    return pd.DataFrame({"text": [t.strip() for t in texts], "labels": [sorted(set(line.split())) for line in labels], "source_split": split})
+
+
+def id_width(count: int) -> int:
+    """Digits of the zero-padded document index (at least 6, enough for `count` documents)."""
+    return max(6, len(str(max(count - 1, 0))))
+
+
+def split_policy(policy: str, seed: int, fractions: Sequence[float]) -> str:
+    """The split policy sentence recorded in stats.json."""
+    if policy == "original":
+        return "the published text_/label_ train, val and test files are kept as the splits; documents without text or label are dropped and counted"
+    shares = "/".join(f"{f:.4f}" for f in fractions)
+    return (
+        "all documents of the published train, val and test files are pooled and re-split at random "
+        f"into train/val/test with fractions {shares} (numpy default_rng seed {seed}, ids sorted first), "
+        "proportional to the paper's 37.8k/6.7k/11.3k; documents without text or label are dropped and counted"
+    )
+
+
+def prepare(
+    root: Path,
+    out: Path,
+    seed: int,
+    policy: str = "resplit",
+    fractions: Sequence[float] = DEFAULT_FRACTIONS,
+) -> dict[str, Any]:
+    """Parse the AAPD files under `root` and write the manifest to `out`; return its stats."""
+    fractions = check_fractions(fractions)
+    root = Path(root)
+    if not root.is_dir():
+        raise InputError(root, "AAPD root folder not found", "pass --root pointing at the folder holding text_train, label_train, ...")
+    pooled = pd.concat([read_source_split(root, split) for split in SPLITS], ignore_index=True)
+    width = id_width(len(pooled))
+    pooled.insert(0, "id", [f"aapd-{i:0{width}d}" for i in range(len(pooled))])
+
+    no_text = pooled["text"] == ""
+    no_label = pooled["labels"].map(len) == 0
+    kept = pooled[~no_text & ~no_label].set_index("id", drop=False)
+    if kept.empty:
+        raise InputError(root, "no document has both text and labels", FIX_DOWNLOAD)
+
+    if policy == "original":
+        members = [list(kept.loc[kept["source_split"] == split, "id"]) for split in SPLITS]
+    else:
+        members = fractional_split(list(kept["id"]), fractions, seed)
+    splits = {name: kept.loc[sorted(ids), ["id", "labels", "text"]].reset_index(drop=True) for name, ids in zip(SPLITS, members)}
+    sources = [root / f"{kind}_{split}" for split in SPLITS for kind in ("text", "label")]
+    info = {
+        "dataset": "aapd",
+        "format": FORMAT,
+        "root": str(root.resolve()),
+        "seed": seed,
+        "policy": policy,
+        "split_policy": split_policy(policy, seed, fractions),
+        "fractions": list(fractions) if policy == "resplit" else None,
+        "source_counts": {split: int((pooled["source_split"] == split).sum()) for split in SPLITS},
+        "sources": {p.name: sha256_file(p) for p in sources},
+        "dropped": {
+            "documents_without_text": int(no_text.sum()),
+            "documents_without_labels": int((no_label & ~no_text).sum()),
+        },
+    }
+    return write_dataset(out, splits, info=info)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """CLI: `python -m mscl prepare-aapd --root DIR --out DIR [--seed N] [--policy P] [--fractions T V S]`."""
+    parser = argparse.ArgumentParser(prog="python -m mscl prepare-aapd", description=__doc__.splitlines()[0])
+    parser.add_argument("--root", required=True, type=Path, help="folder holding text_{train,val,test} and label_{train,val,test}")
+    parser.add_argument("--out", required=True, type=Path, help="output folder of the prepared manifest")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the re-split (default 0)")
+    parser.add_argument("--policy", choices=POLICIES, default="resplit", help="re-split the pooled documents (default) or keep the published split")
+    parser.add_argument(
+        "--fractions",
+        nargs=3,
+        type=float,
+        default=list(DEFAULT_FRACTIONS),
+        metavar=("TRAIN", "VAL", "TEST"),
+        help="re-split fractions, summing to 1 (default: the paper's 37.8k/6.7k/11.3k proportions)",
+    )
+    args = parser.parse_args(argv)
+    stats = prepare(args.root, args.out, args.seed, args.policy, args.fractions)
+    print(f"prepare-aapd: wrote {args.out} counts={stats['counts']} labels={stats['num_labels']} dropped={stats['dropped']}")
+    return 0

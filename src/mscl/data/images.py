@@ -1,0 +1,101 @@
+"""Image checks and command-line options shared by the image dataset parsers."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+from PIL import Image
+from tqdm import tqdm
+
+from mscl.errors import InputError
+
+MISSING_POLICIES = ("error", "drop")
+
+
+@dataclass(frozen=True)
+class ImageScreen:
+    """Which referenced images passed the checks, and how many were dropped for which reason."""
+
+    keep: list[bool]
+    missing: int
+    unreadable: int
+
+
+def add_common_arguments(parser: argparse.ArgumentParser, missing_default: str = "error") -> None:
+    """Add --root/--out/--seed and the image-check options every image parser takes."""
+    parser.add_argument("--root", required=True, type=Path, help="dataset root folder (the published layout)")
+    parser.add_argument("--out", required=True, type=Path, help="output folder of the prepared manifest")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the split (default 0)")
+    parser.add_argument(
+        "--verify-images",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="open every referenced image with PIL and check it (default on)",
+    )
+    parser.add_argument(
+        "--missing-images",
+        choices=MISSING_POLICIES,
+        default=missing_default,
+        help=f"a missing or unreadable image is an error, or is dropped and counted (default {missing_default})",
+    )
+
+
+def require_path(path: Path, what: str, fix: str) -> Path:
+    """Return `path` if it exists, else raise an InputError naming it."""
+    if not path.exists():
+        raise InputError(path, f"{what} not found", fix)
+    return path
+
+
+def image_problem(path: Path, verify: bool) -> str | None:
+    """Why the image at `path` cannot be used, or None when it is fine.
+
+    Existence is always checked; with `verify` the file is also opened and verified by PIL
+    (header and, for PNG, chunk checksums) without decoding all pixels.
+    """
+    if not path.is_file():
+        return "missing"
+    if verify:
+        try:
+            with Image.open(path) as image:
+                image.verify()
+        except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as error:
+            return f"unreadable ({type(error).__name__}: {error})"
+    return None
+
+
+def screen_images(
+    root: Path,
+    rel_paths: Sequence[str],
+    *,
+    check_exists: bool,
+    verify: bool,
+    on_problem: str,
+    field: str,
+) -> ImageScreen:
+    """Check each image (relative to `root`); raise on the first bad one or drop and count it.
+
+    `check_exists` False skips all checks (every image kept). `field` names the raw-file
+    field that referenced the image, for the error message.
+    """
+    if not check_exists:
+        return ImageScreen(keep=[True] * len(rel_paths), missing=0, unreadable=0)
+    keep, missing, unreadable = [], 0, 0
+    for rel_path in tqdm(rel_paths, desc="checking images", unit="img", disable=None):
+        path = root / rel_path
+        problem = image_problem(path, verify)
+        if problem is not None and on_problem == "error":
+            raise InputError(
+                path,
+                f"image {problem}",
+                "restore the file from the dataset archive, or pass --missing-images drop to drop and "
+                "count such images (--no-verify-images skips the check)",
+                field=field,
+            )
+        keep.append(problem is None)
+        missing += problem == "missing"
+        unreadable += problem is not None and problem != "missing"
+    return ImageScreen(keep=keep, missing=missing, unreadable=unreadable)

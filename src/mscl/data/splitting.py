@@ -1,0 +1,62 @@
+"""Seeded split helpers shared by the dataset parsers.
+
+Every helper sorts the ids before shuffling, so the result depends only on the set of ids
+and the seed, never on the order the raw files listed them in.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import numpy as np
+
+from mscl.errors import InputError
+
+# Fractions must add up to one; this much slack absorbs decimal input like 0.6 0.2 0.2.
+FRACTION_SUM_TOLERANCE = 1e-6
+
+
+def seeded_order(ids: Sequence[str], seed: int) -> list[str]:
+    """Return the sorted unique ids in an order fixed by `seed` alone."""
+    ordered = sorted(set(ids))
+    permutation = np.random.default_rng(seed).permutation(len(ordered))
+    return [ordered[i] for i in permutation]
+
+
+def check_fractions(fractions: Sequence[float], option: str = "--fractions") -> tuple[float, ...]:
+    """Validate split fractions (all positive, summing to one) and return them as a tuple."""
+    values = tuple(float(f) for f in fractions)
+    if not values or any(not math.isfinite(f) or f <= 0 for f in values):
+        raise InputError(None, f"split fractions {list(values)} must all be positive", "give one positive fraction per split", field=option)
+    if abs(sum(values) - 1.0) > FRACTION_SUM_TOLERANCE:
+        raise InputError(None, f"split fractions {list(values)} sum to {sum(values):g}", "give fractions that add up to 1, e.g. 0.6 0.2 0.2", field=option)
+    return values
+
+
+def split_sizes(total: int, fractions: Sequence[float]) -> list[int]:
+    """Sizes of consecutive parts: cumulative boundaries rounded half up, so sizes sum to `total`."""
+    values = check_fractions(fractions)
+    boundaries, cumulative = [], 0.0
+    for fraction in values[:-1]:
+        cumulative += fraction
+        boundaries.append(min(total, math.floor(cumulative * total + 0.5)))
+    boundaries.append(total)
+    return [end - start for start, end in zip([0, *boundaries[:-1]], boundaries)]
+
+
+def fractional_split(ids: Sequence[str], fractions: Sequence[float], seed: int) -> list[list[str]]:
+    """Shuffle `ids` with `seed` and cut them into consecutive parts of the given fractions."""
+    order = seeded_order(ids, seed)
+    parts, start = [], 0
+    for size in split_sizes(len(order), fractions):
+        parts.append(order[start : start + size])
+        start += size
+    return parts
+
+
+def halve(ids: Sequence[str], seed: int) -> tuple[list[str], list[str]]:
+    """Seeded halves of `ids`; with an odd count the second half gets the extra id."""
+    order = seeded_order(ids, seed)
+    middle = len(order) // 2
+    return order[:middle], order[middle:]

@@ -1,0 +1,177 @@
+"""The paper's Table "Statistics of datasets", regenerated from prepared manifests.
+
+`python -m mscl stats-table --dataset coco=data/coco --dataset aapd=data/aapd ...
+--out-prefix results/tables/statistics` reads each folder's stats.json and writes
+`<prefix>.tex` (booktabs tabular, to be \\input into a table float), `<prefix>.csv` (exact
+numbers) and `<prefix>.md`. Rows are grouped like the paper (image datasets, AAPD, MIMIC)
+with a \\midrule between groups; within a group they keep the command-line order.
+Counts follow the paper's style: image datasets and AAPD in thousands with one decimal and
+"k" (82.0k), MIMIC exactly with thousands separators (47,723).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import pandas as pd
+
+from mscl.data.manifest import SPLITS, read_stats
+from mscl.errors import InputError
+from mscl.io import write_text
+
+DISPLAY_NAMES = {
+    "coco": "MS-COCO",
+    "voc": "PASCAL",
+    "nuswide": "NUS-WIDE",
+    "aapd": "AAPD",
+    "mimic3_full": "MIMIC-III-Full",
+    "mimic3_50": "MIMIC-III-50",
+    "mimic4_icd9_full": "MIMIC-IV-ICD9-Full",
+    "mimic4_icd9_50": "MIMIC-IV-ICD9-50",
+    "mimic4_icd10_full": "MIMIC-IV-ICD10-Full",
+    "mimic4_icd10_50": "MIMIC-IV-ICD10-50",
+}
+# Row groups in table order; a \midrule separates consecutive groups.
+GROUPS = ("image", "text", "mimic")
+COLUMNS = ("Dataset", "Train", "Val", "Test", "Total # labels", "Avg # labels")
+LATEX_SPECIALS = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
+
+
+def display_name(name: str) -> str:
+    """Paper name of a dataset key; unknown keys are shown as given."""
+    return DISPLAY_NAMES.get(name, name)
+
+
+def row_group(name: str, stats: Mapping[str, Any]) -> str:
+    """Table group of a dataset: MIMIC by name, otherwise by the manifest's modality."""
+    if name.startswith("mimic"):
+        return "mimic"
+    return "image" if stats.get("modality") == "image" else "text"
+
+
+def format_count(count: int, group: str) -> str:
+    """Paper-style count: '82.1k' (rounded half up) for image/AAPD counts >= 1000, '47,723' for MIMIC."""
+    if group == "mimic" or count < 1000:
+        return f"{count:,}"
+    tenths = (count * 10 + 500) // 1000  # integer rounding half up, no float error
+    return f"{tenths // 10:,}.{tenths % 10}k"
+
+
+def stats_field(stats: Mapping[str, Any], key: str, path: Path) -> Any:
+    """Return stats[key] or raise an InputError naming the stats file and key."""
+    if key not in stats:
+        raise InputError(path, f"stats.json has no {key!r}", "re-run the preprocessing rule of this dataset", field=key)
+    return stats[key]
+
+
+def statistics_frame(datasets: Sequence[tuple[str, str | Path]]) -> pd.DataFrame:
+    """Exact statistics, one row per (name, prepared folder), ordered by group then given order.
+
+    Columns: key, group, Dataset, Train, Val, Test, Total # labels, Avg # labels.
+    """
+    if not datasets:
+        raise InputError(None, "no dataset given", "pass at least one --dataset NAME=DIR", field="--dataset")
+    rows = []
+    for order, (name, folder) in enumerate(datasets):
+        stats = read_stats(folder)
+        path = Path(folder) / "stats.json"
+        counts = stats_field(stats, "counts", path)
+        missing = [s for s in SPLITS if s not in counts]
+        if missing:
+            raise InputError(path, f"counts lack split {missing[0]!r}", "re-run the preprocessing rule of this dataset", field="counts")
+        group = row_group(name, stats)
+        rows.append(
+            {
+                "key": name,
+                "group": group,
+                "Dataset": display_name(name),
+                "Train": int(counts["train"]),
+                "Val": int(counts["val"]),
+                "Test": int(counts["test"]),
+                "Total # labels": int(stats_field(stats, "num_labels", path)),
+                "Avg # labels": float(stats_field(stats, "avg_labels", path)),
+                "_order": (GROUPS.index(group), order),
+            }
+        )
+    frame = pd.DataFrame(rows).sort_values("_order", kind="stable").drop(columns="_order")
+    return frame.reset_index(drop=True)
+
+
+def formatted_cells(frame: pd.DataFrame) -> list[list[str]]:
+    """The display strings of each row, in COLUMNS order."""
+    return [
+        [
+            row["Dataset"],
+            *(format_count(int(row[c]), row["group"]) for c in ("Train", "Val", "Test")),
+            f"{int(row['Total # labels']):,}",
+            f"{float(row['Avg # labels']):.1f}",
+        ]
+        for _, row in frame.iterrows()
+    ]
+
+
+def latex_escape(text: str) -> str:
+    """Escape LaTeX special characters of a cell."""
+    return "".join(LATEX_SPECIALS.get(char, char) for char in text)
+
+
+def to_latex(frame: pd.DataFrame) -> str:
+    """booktabs tabular like the paper's, with \\midrule between groups."""
+    header = " & ".join([r"\multicolumn{1}{c}{Dataset}", *(latex_escape(c) for c in COLUMNS[1:])])
+    lines = [r"\begin{tabular}{@{}lccccc@{}}", r"\toprule", header + r" \\", r"\midrule"]
+    groups = list(frame["group"])
+    for index, cells in enumerate(formatted_cells(frame)):
+        if index and groups[index] != groups[index - 1]:
+            lines.append(r"\midrule")
+        lines.append(" & ".join(latex_escape(c) for c in cells) + r" \\")
+    lines += [r"\bottomrule", r"\end{tabular}"]
+    return "\n".join(lines) + "\n"
+
+
+def to_markdown(frame: pd.DataFrame) -> str:
+    """GitHub Markdown table with the paper-style cells."""
+    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "|".join([":---"] + ["---:"] * (len(COLUMNS) - 1)) + "|"]
+    lines += ["| " + " | ".join(cells) + " |" for cells in formatted_cells(frame)]
+    return "\n".join(lines) + "\n"
+
+
+def to_csv(frame: pd.DataFrame) -> str:
+    """CSV with exact numbers (full-precision average) and the dataset key."""
+    return frame[["key", *COLUMNS]].to_csv(index=False, lineterminator="\n")
+
+
+def parse_dataset_arguments(values: Sequence[str]) -> list[tuple[str, Path]]:
+    """Turn repeated NAME=DIR arguments into (name, folder) pairs; names must be unique."""
+    pairs = []
+    for value in values:
+        name, sep, folder = value.partition("=")
+        if not sep or not name or not folder:
+            raise InputError(None, f"--dataset {value!r} is not NAME=DIR", "write e.g. --dataset coco=data/prepared/coco", field="--dataset")
+        pairs.append((name, Path(folder)))
+    names = [name for name, _ in pairs]
+    if len(set(names)) != len(names):
+        raise InputError(None, f"a dataset name is given twice in {names}", "give each dataset once", field="--dataset")
+    return pairs
+
+
+def write_statistics_table(datasets: Sequence[tuple[str, str | Path]], out_prefix: str | Path) -> pd.DataFrame:
+    """Write <prefix>.tex/.csv/.md atomically (all rendered before any is written); return the frame."""
+    frame = statistics_frame(datasets)
+    rendered = {".tex": to_latex(frame), ".csv": to_csv(frame), ".md": to_markdown(frame)}
+    prefix = Path(out_prefix)
+    for suffix, text in rendered.items():
+        write_text(prefix.with_name(prefix.name + suffix), text)
+    return frame
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """CLI: `python -m mscl stats-table --dataset NAME=DIR [--dataset ...] --out-prefix PREFIX`."""
+    parser = argparse.ArgumentParser(prog="python -m mscl stats-table", description="dataset statistics table (tex/csv/md) from manifests")
+    parser.add_argument("--dataset", action="append", required=True, metavar="NAME=DIR", help="dataset key and prepared folder; repeat per dataset")
+    parser.add_argument("--out-prefix", required=True, type=Path, help="output path without suffix, e.g. results/tables/statistics")
+    args = parser.parse_args(argv)
+    frame = write_statistics_table(parse_dataset_arguments(args.dataset), args.out_prefix)
+    print(f"stats-table: wrote {args.out_prefix}.{{tex,csv,md}} with {len(frame)} datasets")
+    return 0

@@ -1,0 +1,175 @@
+"""PASCAL VOC 2007 XML annotations -> manifest (`python -m mscl prepare-voc`).
+
+Layout read under --root (the VOC2007 folder, with the test set unpacked into it):
+`ImageSets/Main/{trainval,test}.txt` (one image id per line), `Annotations/<id>.xml` and the
+images in `JPEGImages/`. The image file is the XML's `<filename>` under JPEGImages/ (`<id>.jpg`
+when the element is absent). Labels are the object names of an image; `difficult` objects are
+kept or ignored (--difficult), and an image left with no label is dropped and counted.
+Paper split: trainval -> train, test halved with the seed into val and test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import xml.etree.ElementTree as ElementTree
+from pathlib import Path
+from typing import Any, Sequence
+
+import pandas as pd
+from tqdm import tqdm
+
+from mscl.data.images import add_common_arguments, require_path, screen_images
+from mscl.data.manifest import write_dataset
+from mscl.data.splitting import halve
+from mscl.errors import InputError
+from mscl.io import sha256_file
+
+FORMAT = "PASCAL VOC 2007 XML + ImageSets/Main"
+IMAGE_SETS = ("trainval", "test")
+DIFFICULT_POLICIES = ("include", "exclude")
+VOC_CLASSES = (
+    "aeroplane", "bicycle", "bird", "boat", "bottle", "bus", "car", "cat", "chair", "cow",
+    "diningtable", "dog", "horse", "motorbike", "person", "pottedplant", "sheep", "sofa", "train", "tvmonitor",
+)  # fmt: skip
+
+
+def image_set_path(root: Path, image_set: str) -> Path:
+    """Path of one ImageSets/Main list (`trainval` or `test`)."""
+    return root / "ImageSets" / "Main" / f"{image_set}.txt"
+
+
+def read_image_set(root: Path, image_set: str) -> list[str]:
+    """Image ids listed in one ImageSets/Main file, in file order."""
+    path = require_path(
+        image_set_path(root, image_set),
+        f"VOC image set list {image_set!r}",
+        "unpack VOCtrainval_06-Nov-2007.tar and VOCtest_06-Nov-2007.tar into the same VOC2007 folder",
+    )
+    ids = [line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    if not ids:
+        raise InputError(path, "the image set lists no image", "use the official ImageSets/Main file")
+    return ids
+
+
+def parse_annotation(path: Path, image_id: str, include_difficult: bool) -> tuple[str, list[str]]:
+    """Return (image file name, names of the kept objects) of one VOC XML."""
+    require_path(path, "VOC annotation", "unpack the Annotations/ folder of the VOC archives under --root")
+    try:
+        tree = ElementTree.parse(path)
+    except ElementTree.ParseError as error:
+        raise InputError(path, f"not valid XML ({error})", "re-extract the annotation from the VOC archive") from error
+    filename = (tree.findtext("filename") or "").strip() or f"{image_id}.jpg"
+    kept = []
+    for obj in tree.getroot().iter("object"):
+        name = (obj.findtext("name") or "").strip()
+        if not name:
+            raise InputError(path, "an <object> has no <name>", "re-extract the annotation from the VOC archive", field="object/name")
+        # An absent <difficult> means an ordinary object (VOC2007 always writes 0 or 1).
+        difficult = (obj.findtext("difficult") or "0").strip() == "1"
+        if include_difficult or not difficult:
+            kept.append(name)
+    return filename, kept
+
+
+def vocabulary(names: set[str]) -> list[str]:
+    """The 20 VOC classes in their standard order when all names are standard, else the sorted names."""
+    return list(VOC_CLASSES) if names <= set(VOC_CLASSES) else sorted(names)
+
+
+def split_policy(seed: int, difficult: str) -> str:
+    """The split policy sentence recorded in stats.json."""
+    difficult_rule = (
+        "objects marked difficult count as labels"
+        if difficult == "include"
+        else "objects marked difficult are ignored and images left without a label are dropped and counted"
+    )
+    return (
+        f"trainval forms train; test is halved at random (numpy default_rng seed {seed}, ids sorted first) "
+        f"into val and test (the odd one goes to test); {difficult_rule}"
+    )
+
+
+def read_set_rows(root: Path, ids: list[str], include_difficult: bool) -> tuple[list[dict[str, Any]], int]:
+    """Rows (id, set of object names, image path) of one image set and the count dropped for having no kept object."""
+    rows, dropped = [], 0
+    for image_id in tqdm(ids, desc="reading VOC annotations", unit="xml", disable=None):
+        filename, kept = parse_annotation(root / "Annotations" / f"{image_id}.xml", image_id, include_difficult)
+        if not kept:
+            dropped += 1
+            continue
+        rows.append({"id": image_id, "names": set(kept), "path": f"JPEGImages/{filename}"})
+    return rows, dropped
+
+
+def prepare(
+    root: Path,
+    out: Path,
+    seed: int,
+    difficult: str = "include",
+    verify_images: bool = True,
+    missing_images: str = "error",
+) -> dict[str, Any]:
+    """Parse the VOC 2007 layout under `root` and write the manifest to `out`; return its stats."""
+    root = require_path(Path(root), "VOC root folder", "pass --root pointing at VOCdevkit/VOC2007")
+    sets = {name: read_image_set(root, name) for name in IMAGE_SETS}
+    overlap = sorted(set(sets["trainval"]) & set(sets["test"]))
+    if overlap:
+        raise InputError(image_set_path(root, "test"), f"image id {overlap[0]!r} is also in trainval.txt", "use the official, disjoint image set lists")
+
+    rows, dropped = {}, {}
+    for name in IMAGE_SETS:
+        rows[name], dropped[name] = read_set_rows(root, sets[name], difficult == "include")
+    labels = vocabulary({n for name in IMAGE_SETS for row in rows[name] for n in row["names"]})
+
+    frames, missing, unreadable = {}, 0, 0
+    for name in IMAGE_SETS:
+        frame = pd.DataFrame(
+            [{"id": r["id"], "labels": [c for c in labels if c in r["names"]], "path": r["path"]} for r in rows[name]],
+            columns=["id", "labels", "path"],
+        )
+        if frame.empty:
+            raise InputError(image_set_path(root, name), "no image of this set has a label", "check the annotations and the --difficult policy")
+        screen = screen_images(root, list(frame["path"]), check_exists=verify_images, verify=verify_images, on_problem=missing_images, field="filename")
+        frames[name] = frame[screen.keep].reset_index(drop=True)
+        missing += screen.missing
+        unreadable += screen.unreadable
+
+    val_ids, test_ids = halve(list(frames["test"]["id"]), seed)
+    by_id = frames["test"].set_index("id", drop=False)
+    splits = {
+        "train": frames["trainval"],
+        "val": by_id.loc[sorted(val_ids)].reset_index(drop=True),
+        "test": by_id.loc[sorted(test_ids)].reset_index(drop=True),
+    }
+    info = {
+        "dataset": "voc",
+        "format": FORMAT,
+        "root": str(root.resolve()),
+        "seed": seed,
+        "split_policy": split_policy(seed, difficult),
+        "sources": {str(image_set_path(root, n).relative_to(root)): sha256_file(image_set_path(root, n)) for n in IMAGE_SETS},
+        "annotation_files": sum(len(ids) for ids in sets.values()),
+        "options": {"difficult": difficult, "verify_images": verify_images, "missing_images": missing_images},
+        "dropped": {
+            "images_without_kept_objects": dropped,
+            "missing_images": missing,
+            "unreadable_images": unreadable,
+        },
+    }
+    return write_dataset(out, splits, labels=labels, info=info)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """CLI: `python -m mscl prepare-voc --root DIR --out DIR [--seed N] [--difficult P] [image options]`."""
+    parser = argparse.ArgumentParser(prog="python -m mscl prepare-voc", description=__doc__.splitlines()[0])
+    add_common_arguments(parser)
+    parser.add_argument(
+        "--difficult",
+        choices=DIFFICULT_POLICIES,
+        default="include",
+        help="whether objects marked difficult count as labels (default include)",
+    )
+    args = parser.parse_args(argv)
+    stats = prepare(args.root, args.out, args.seed, args.difficult, args.verify_images, args.missing_images)
+    print(f"prepare-voc: wrote {args.out} counts={stats['counts']} labels={stats['num_labels']} dropped={stats['dropped']}")
+    return 0

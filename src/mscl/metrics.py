@@ -1,0 +1,475 @@
+"""The paper's evaluation metrics, with every convention written down.
+
+Inputs everywhere: ``y_true`` a {0,1} (or bool) array [N examples, L labels] and ``scores``
+probabilities in [0, 1] of the same shape. A label is predicted when ``score > threshold``
+(strictly greater: CAML rounds with ``np.round``, which sends exactly 0.5 to 0). The F1
+threshold is 0.5 unless the caller passes one tuned on dev data (``tune_threshold``); this
+module never looks at test data to pick a threshold.
+
+Conventions (CAML / PLM-ICD semantics, see docs/metrics.md):
+
+* every ratio whose denominator is 0 (0/0 precision, recall or F1) is 0, never NaN;
+* a *summary* that has nothing to average over (micro-AUC with no positive or no negative,
+  macro-AUC or mAP with no eligible label, Edin macro-F1 with no present label, a frequency
+  bucket with no class) is ``float('nan')``;
+* macro-F1 is the harmonic mean of macro-precision and macro-recall, each averaged over ALL
+  label columns; the mean of per-label F1 over present labels is ``edin_macro_f1``;
+* rank metrics (AUC, AP) treat tied scores as sklearn does: a tie between a positive and a
+  negative counts one half in AUC, and AP steps once per distinct score;
+* P@k breaks score ties by the lower label index.
+
+Everything is vectorised over labels and examples so that MIMIC-IV ICD-10 Full (25,230 labels
+x ~8k test notes) evaluates in seconds; large arrays are processed in row or column chunks to
+bound memory.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+DEFAULT_THRESHOLD = 0.5
+# Edin et al. tune one global threshold on dev over this grid; read-only because it is a
+# shared default argument.
+DEFAULT_THRESHOLD_GRID = np.linspace(0.01, 0.99, 99)
+DEFAULT_THRESHOLD_GRID.setflags(write=False)
+
+# About this many matrix cells per chunk: a few tens of MB of temporaries per chunk.
+_CELLS_PER_CHUNK = 4_000_000
+
+
+# --------------------------------------------------------------------------- validation
+
+
+def _as_label_matrix(y_true: np.ndarray) -> np.ndarray:
+    """Return ``y_true`` as a 2-D bool matrix; ValueError unless it is 2-D, non-empty and {0,1}."""
+    labels = np.asarray(y_true)
+    if labels.ndim != 2:
+        raise ValueError(f"y_true must be a 2-D array [examples, labels], got shape {labels.shape}")
+    if labels.size == 0:
+        raise ValueError(f"y_true is empty (shape {labels.shape}); need at least one example and one label")
+    if labels.dtype == np.bool_:
+        return labels
+    if not (np.issubdtype(labels.dtype, np.number)):
+        raise ValueError(f"y_true must be numeric or bool with values in {{0, 1}}, got dtype {labels.dtype}")
+    if not np.all((labels == 0) | (labels == 1)):
+        bad = labels[(labels != 0) & (labels != 1)].flat[0]
+        raise ValueError(f"y_true must be binary (0/1); found the value {bad!r}")
+    return labels != 0
+
+
+def _as_score_matrix(scores: np.ndarray, expected_shape: tuple[int, ...]) -> np.ndarray:
+    """Return ``scores`` as a float matrix of ``expected_shape`` with values in [0, 1].
+
+    float32 and float64 are kept as they are (no copy of a large float32 matrix); other
+    numeric types become float64.
+    """
+    values = np.asarray(scores)
+    if values.shape != expected_shape:
+        raise ValueError(f"scores has shape {values.shape} but y_true has shape {expected_shape}; they must match")
+    if values.dtype not in (np.float32, np.float64):
+        if not np.issubdtype(values.dtype, np.number) or np.issubdtype(values.dtype, np.complexfloating):
+            raise ValueError(f"scores must be real numbers, got dtype {values.dtype}")
+        values = values.astype(np.float64)
+    # min/max propagate NaN, so two reductions check NaN and the range without temporaries.
+    lowest, highest = values.min(), values.max()
+    if np.isnan(lowest) or np.isnan(highest):
+        raise ValueError("scores contains NaN; every score must be a probability in [0, 1]")
+    if lowest < 0 or highest > 1:
+        raise ValueError(
+            f"scores must be probabilities in [0, 1] (apply a sigmoid to logits first); "
+            f"found values in [{lowest}, {highest}]"
+        )
+    return values
+
+
+def _validated(y_true: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Validate a (labels, scores) pair and return them as (bool matrix, float matrix)."""
+    labels = _as_label_matrix(y_true)
+    return labels, _as_score_matrix(scores, labels.shape)
+
+
+def _validated_threshold(threshold: float) -> float:
+    """Return ``threshold`` as a float; ValueError unless it is a finite number."""
+    value = float(threshold)
+    if not np.isfinite(value):
+        raise ValueError(f"threshold must be a finite number, got {threshold!r}")
+    return value
+
+
+def _validated_k(k: int) -> int:
+    """Return ``k`` as an int; ValueError unless it is a positive integer."""
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+        raise ValueError(f"k must be a positive integer, got {k!r}")
+    return int(k)
+
+
+# ------------------------------------------------------------------- thresholded metrics
+
+
+def _safe_ratio(numerator: np.ndarray, denominator: np.ndarray) -> np.ndarray:
+    """Element-wise numerator / denominator with 0/0 (any x/0) defined as 0."""
+    numerator = np.asarray(numerator, dtype=np.float64)
+    denominator = np.asarray(denominator, dtype=np.float64)
+    return np.divide(numerator, denominator, out=np.zeros_like(numerator), where=denominator != 0)
+
+
+def _harmonic_mean(precision: float, recall: float) -> float:
+    """F1 from precision and recall, 0 when both are 0."""
+    return float(_safe_ratio(2.0 * precision * recall, precision + recall))
+
+
+def _confusion_counts(labels: np.ndarray, predicted: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per-label (tp, fp, fn) counts as int64 arrays of length L."""
+    true_positives = np.count_nonzero(labels & predicted, axis=0)
+    false_positives = np.count_nonzero(predicted, axis=0) - true_positives
+    false_negatives = np.count_nonzero(labels, axis=0) - true_positives
+    return true_positives, false_positives, false_negatives
+
+
+def _counts_at_threshold(
+    y_true: np.ndarray, scores: np.ndarray, threshold: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Validate inputs and return per-label (tp, fp, fn) for ``score > threshold``."""
+    labels, values = _validated(y_true, scores)
+    return _confusion_counts(labels, values > _validated_threshold(threshold))
+
+
+def _per_label_f1_from_counts(tp: np.ndarray, fp: np.ndarray, fn: np.ndarray) -> np.ndarray:
+    """Per-label F1 = 2tp / (2tp + fp + fn), 0 when the label is never true nor predicted."""
+    return _safe_ratio(2 * tp, 2 * tp + fp + fn)
+
+
+def _micro_f1_from_counts(tp: np.ndarray, fp: np.ndarray, fn: np.ndarray) -> float:
+    """Micro-F1 = 2TP / (2TP + FP + FN) over all cells, 0 when nothing is true nor predicted."""
+    total_tp = int(tp.sum())
+    return float(_safe_ratio(2 * total_tp, 2 * total_tp + int(fp.sum()) + int(fn.sum())))
+
+
+def _edin_macro_f1_from_counts(tp: np.ndarray, fp: np.ndarray, fn: np.ndarray) -> float:
+    """Mean per-label F1 over labels with >= 1 positive; NaN when no label has one."""
+    present = (tp + fn) > 0
+    if not present.any():
+        return float("nan")
+    return float(_per_label_f1_from_counts(tp, fp, fn)[present].mean())
+
+
+def _micro_and_macro_from_counts(tp: np.ndarray, fp: np.ndarray, fn: np.ndarray) -> dict[str, float]:
+    """Micro P/R/F1 over the flattened matrix and CAML macro P/R/F1 over all label columns."""
+    total_tp, total_fp, total_fn = int(tp.sum()), int(fp.sum()), int(fn.sum())
+    macro_precision = float(_safe_ratio(tp, tp + fp).mean())
+    macro_recall = float(_safe_ratio(tp, tp + fn).mean())
+    return {
+        "micro_precision": float(_safe_ratio(total_tp, total_tp + total_fp)),
+        "micro_recall": float(_safe_ratio(total_tp, total_tp + total_fn)),
+        "micro_f1": _micro_f1_from_counts(tp, fp, fn),
+        "macro_precision": macro_precision,
+        "macro_recall": macro_recall,
+        "macro_f1": _harmonic_mean(macro_precision, macro_recall),
+    }
+
+
+def per_class_f1(y_true: np.ndarray, scores: np.ndarray, threshold: float = DEFAULT_THRESHOLD) -> np.ndarray:
+    """F1 of every label column at ``score > threshold``, float64 array of length L.
+
+    F1 = 2tp / (2tp + fp + fn); a label with no positive and no prediction (0/0) gets 0,
+    as sklearn's ``f1_score(average=None, zero_division=0)``.
+    """
+    return _per_label_f1_from_counts(*_counts_at_threshold(y_true, scores, threshold))
+
+
+def edin_macro_f1(y_true: np.ndarray, scores: np.ndarray, threshold: float = DEFAULT_THRESHOLD) -> float:
+    """Edin et al.'s macro-F1: mean of per-label F1 over labels with >= 1 positive in the split.
+
+    Differs from ``evaluate()['macro_f1']`` (harmonic mean of macro-P and macro-R over all
+    columns). NaN when no label has a positive.
+    """
+    return _edin_macro_f1_from_counts(*_counts_at_threshold(y_true, scores, threshold))
+
+
+# ------------------------------------------------------------------------- rank metrics
+
+
+def _rank_metrics_of_rows(label_rows: np.ndarray, score_rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """ROC AUC and average precision of each row (one row = one label's column), from one sort.
+
+    AUC = (sum of positives' mid-ranks - P(P+1)/2) / (P * Nneg), mid-ranks averaging ties
+    (NaN without a positive or a negative). AP = sum over positives of the precision at the
+    positive's score, counting every cell with an equal or higher score as predicted, / P;
+    this equals sklearn's step-wise AP (NaN without a positive).
+
+    After the sort only the positive cells are visited: each finds its run of tied scores by a
+    binary search among the run starts, so the cost beyond the sort is O(cells) comparisons.
+    """
+    num_rows, width = score_rows.shape
+    order = np.argsort(score_rows, axis=1)
+    sorted_scores = np.take_along_axis(score_rows, order, axis=1)
+    sorted_labels = np.take_along_axis(label_rows, order, axis=1)
+
+    starts_run = np.ones(sorted_scores.shape, dtype=bool)
+    starts_run[:, 1:] = sorted_scores[:, 1:] != sorted_scores[:, :-1]
+    # Flat positions of run starts, plus a sentinel so that run i ends before start i + 1.
+    run_bounds = np.append(np.flatnonzero(starts_run), num_rows * width)
+    positive_cells = np.flatnonzero(sorted_labels)
+    row = positive_cells // width
+    run = np.searchsorted(run_bounds, positive_cells, side="right") - 1
+    row_start = row * width
+    first = run_bounds[run] - row_start  # positions within the row, ascending order
+    last = run_bounds[run + 1] - 1 - row_start
+
+    positives = np.bincount(row, minlength=num_rows).astype(np.float64)
+    negatives = width - positives
+    mid_rank_sum = np.bincount(row, weights=(first + last) / 2.0 + 1.0, minlength=num_rows)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        auc = (mid_rank_sum - positives * (positives + 1) / 2.0) / (positives * negatives)
+    auc[(positives == 0) | (negatives == 0)] = np.nan
+
+    positives_in_earlier_rows = (np.cumsum(positives) - positives).astype(np.int64)
+    positives_below_run = np.searchsorted(positive_cells, run_bounds[run], side="left") - positives_in_earlier_rows[row]
+    precision_at_run = (positives[row] - positives_below_run) / (width - first)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        average_precision = np.bincount(row, weights=precision_at_run, minlength=num_rows) / positives
+    average_precision[positives == 0] = np.nan
+    return auc, average_precision
+
+
+def _per_label_rank_metrics(labels: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per-label (AUC, AP) arrays for validated inputs; labels without a positive are NaN."""
+    num_examples, num_labels = labels.shape
+    auc = np.full(num_labels, np.nan)
+    average_precision = np.full(num_labels, np.nan)
+    # Columns without a positive are NaN in both metrics: skip their sort entirely.
+    columns = np.flatnonzero(labels.any(axis=0))
+    chunk = max(1, _CELLS_PER_CHUNK // num_examples)
+    for start in range(0, columns.size, chunk):
+        selected = columns[start : start + chunk]
+        # Transposed copies make each label a contiguous row for the sort.
+        chunk_auc, chunk_ap = _rank_metrics_of_rows(
+            np.ascontiguousarray(labels[:, selected].T), np.ascontiguousarray(scores[:, selected].T)
+        )
+        auc[selected] = chunk_auc
+        average_precision[selected] = chunk_ap
+    return auc, average_precision
+
+
+def per_label_auc_and_ap(y_true: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per-label ROC AUC and average precision, each a float64 array of length L.
+
+    AUC equals sklearn's ``roc_auc_score`` on the column and is NaN when the column has no
+    positive or no negative; AP equals ``average_precision_score`` and is NaN when the
+    column has no positive. Computed from one argsort per column, in column chunks.
+    """
+    return _per_label_rank_metrics(*_validated(y_true, scores))
+
+
+def _micro_auc(labels: np.ndarray, scores: np.ndarray) -> float:
+    """ROC AUC over the flattened matrix (ties count 1/2); NaN without a positive or a negative.
+
+    Counts, for each positive score, the negatives strictly below and equal to it with binary
+    searches in the sorted scores, which needs one sort of the values and no argsort.
+    """
+    flat_labels = labels.ravel()
+    flat_scores = scores.ravel()
+    num_positives = int(np.count_nonzero(flat_labels))
+    num_negatives = flat_labels.size - num_positives
+    if num_positives == 0 or num_negatives == 0:
+        return float("nan")
+    all_sorted = np.sort(flat_scores)
+    positive_sorted = np.sort(flat_scores[flat_labels])
+    all_below = np.searchsorted(all_sorted, positive_sorted, side="left")
+    all_up_to = np.searchsorted(all_sorted, positive_sorted, side="right")
+    positives_below = np.searchsorted(positive_sorted, positive_sorted, side="left")
+    positives_up_to = np.searchsorted(positive_sorted, positive_sorted, side="right")
+    negatives_below = (all_below - positives_below).sum(dtype=np.float64)
+    negatives_tied = ((all_up_to - all_below) - (positives_up_to - positives_below)).sum(dtype=np.float64)
+    return float((negatives_below + 0.5 * negatives_tied) / (num_positives * float(num_negatives)))
+
+
+def _gold_in_top_k(labels: np.ndarray, scores: np.ndarray, k: int) -> np.ndarray:
+    """Per example, how many gold labels are among the k highest scores (ties: lower index first)."""
+    num_labels = scores.shape[1]
+    kth_highest = np.partition(scores, num_labels - k, axis=1)[:, num_labels - k : num_labels - k + 1]
+    above = scores > kth_highest
+    tied = scores == kth_highest
+    # The k-th score's ties fill the remaining places in label-index order.
+    places_left = k - above.sum(axis=1, keepdims=True)
+    chosen = above | (tied & (np.cumsum(tied, axis=1) <= places_left))
+    return np.count_nonzero(chosen & labels, axis=1)
+
+
+def _precision_at_k(labels: np.ndarray, scores: np.ndarray, k: int) -> float:
+    """Mean over examples of (gold labels in the top-k scores) / k, in row chunks.
+
+    When k exceeds the number of labels every label is taken and the denominator is the
+    number of labels, as CAML's ``precision_at_k`` (it divides by ``len(topk)``).
+    """
+    num_examples, num_labels = labels.shape
+    taken = min(k, num_labels)
+    chunk = max(1, _CELLS_PER_CHUNK // num_labels)
+    hits = sum(
+        int(_gold_in_top_k(labels[start : start + chunk], scores[start : start + chunk], taken).sum())
+        for start in range(0, num_examples, chunk)
+    )
+    return hits / (taken * num_examples)
+
+
+def precision_at_k(y_true: np.ndarray, scores: np.ndarray, k: int) -> float:
+    """P@k: mean over examples of (gold labels among the k highest scores) / k.
+
+    Ties are broken deterministically: among equal scores the lower label index ranks first.
+    An example without any gold label contributes 0. For k > L the denominator is L.
+    """
+    return _precision_at_k(*_validated(y_true, scores), _validated_k(k))
+
+
+def _nan_mean(values: np.ndarray) -> tuple[float, int]:
+    """Mean of the non-NaN values (NaN if none) and how many NaN values were skipped."""
+    defined = ~np.isnan(values)
+    skipped = int(values.size - np.count_nonzero(defined))
+    return (float(values[defined].mean()) if defined.any() else float("nan")), skipped
+
+
+# ------------------------------------------------------------------------- entry points
+
+
+def evaluate(
+    y_true: np.ndarray,
+    scores: np.ndarray,
+    k: Sequence[int] = (5, 8),
+    threshold: float = DEFAULT_THRESHOLD,
+) -> dict[str, float | int]:
+    """All of the paper's metrics for one split, as plain floats/ints (fractions in [0, 1]).
+
+    Keys: micro_precision, micro_recall, micro_f1 (over the flattened matrix); macro_precision,
+    macro_recall (per-label tp/(tp+fp) and tp/(tp+fn), 0/0 -> 0, averaged over ALL labels) and
+    macro_f1 (their harmonic mean, CAML); micro_auc (flattened; NaN without a positive or a
+    negative); macro_auc (mean per-label AUC over labels with >= 1 positive and >= 1
+    negative; macro_auc_skipped_labels counts the others); map (mean per-label average
+    precision over labels with >= 1 positive; map_skipped_labels counts the others);
+    p_at_{k} for each k; threshold; num_examples; num_labels.
+    """
+    labels, values = _validated(y_true, scores)
+    cutoff = _validated_threshold(threshold)
+    ks = [_validated_k(each) for each in k]
+    num_examples, num_labels = labels.shape
+
+    results: dict[str, float | int] = dict(
+        _micro_and_macro_from_counts(*_confusion_counts(labels, values > cutoff))
+    )
+    results["micro_auc"] = _micro_auc(labels, values)
+    per_label_auc, per_label_ap = _per_label_rank_metrics(labels, values)
+    results["macro_auc"], results["macro_auc_skipped_labels"] = _nan_mean(per_label_auc)
+    results["map"], results["map_skipped_labels"] = _nan_mean(per_label_ap)
+    for each in ks:
+        results[f"p_at_{each}"] = _precision_at_k(labels, values, each)
+    results["threshold"] = cutoff
+    results["num_examples"] = int(num_examples)
+    results["num_labels"] = int(num_labels)
+    return results
+
+
+def _micro_f1_per_threshold(labels: np.ndarray, scores: np.ndarray, grid: np.ndarray) -> np.ndarray:
+    """Micro-F1 at ``score > t`` for every t of the ascending ``grid``, from one pass in row chunks.
+
+    Each score is binned by how many grid values lie strictly below it; a suffix sum of the
+    bin counts then gives the number of predictions at every threshold at once.
+    """
+    predicted = np.zeros(grid.size + 1, dtype=np.int64)
+    true_positives = np.zeros(grid.size + 1, dtype=np.int64)
+    chunk = max(1, _CELLS_PER_CHUNK // labels.shape[1])
+    for start in range(0, labels.shape[0], chunk):
+        bins = np.searchsorted(grid, scores[start : start + chunk], side="left")
+        predicted += np.bincount(bins.ravel(), minlength=grid.size + 1)
+        true_positives += np.bincount(bins[labels[start : start + chunk]], minlength=grid.size + 1)
+    # A score in bin b exceeds grid[0..b-1]: predicted at threshold g iff b > g.
+    predicted_at = np.cumsum(predicted[::-1])[::-1][1:]
+    true_positives_at = np.cumsum(true_positives[::-1])[::-1][1:]
+    num_gold = int(np.count_nonzero(labels))
+    return _safe_ratio(2 * true_positives_at, predicted_at + num_gold)
+
+
+def tune_threshold(
+    y_true_dev: np.ndarray, scores_dev: np.ndarray, grid: Sequence[float] | np.ndarray = DEFAULT_THRESHOLD_GRID
+) -> float:
+    """The single global threshold from ``grid`` that maximises micro-F1 on DEV data (Edin et al.).
+
+    Predictions are ``score > t``. Among equally good thresholds the lowest wins. Only ever
+    pass dev/validation predictions: choosing a threshold on test inflates test scores.
+    """
+    labels, values = _validated(y_true_dev, scores_dev)
+    requested = np.asarray(grid, dtype=np.float64)
+    if requested.ndim != 1 or requested.size == 0 or not np.all(np.isfinite(requested)):
+        raise ValueError(f"grid must be a non-empty 1-D sequence of finite thresholds, got {grid!r}")
+    candidates = np.unique(requested)  # sorted ascending, duplicates removed
+    micro_f1 = _micro_f1_per_threshold(labels, values, candidates)
+    return float(candidates[int(np.argmax(micro_f1))])
+
+
+def evaluate_edin(y_true: np.ndarray, scores: np.ndarray, threshold: float) -> dict[str, float]:
+    """Edin et al.'s F1 variants at a threshold tuned on dev (see ``tune_threshold``).
+
+    Keys: edin_micro_f1 (micro-F1 at ``score > threshold``), edin_macro_f1 (mean per-label F1
+    over labels with >= 1 positive, NaN if none), edin_threshold.
+    """
+    counts = _counts_at_threshold(y_true, scores, threshold)
+    return {
+        "edin_micro_f1": _micro_f1_from_counts(*counts),
+        "edin_macro_f1": _edin_macro_f1_from_counts(*counts),
+        "edin_threshold": _validated_threshold(threshold),
+    }
+
+
+# ------------------------------------------------------------------ frequency buckets
+
+
+def head_tail_split(train_counts: np.ndarray, head_share: float = 0.6) -> tuple[np.ndarray, np.ndarray]:
+    """Label indices of the head and tail buckets from training instance counts.
+
+    Labels are sorted by count, descending, ties by lower index; the head is the smallest
+    prefix whose cumulative count reaches ``head_share`` of all instances (with a relative
+    tolerance of 1e-12 so that e.g. 0.7 * 100 = 70.00000000000001 is reached by 70), the tail
+    is the rest.
+    """
+    counts = np.asarray(train_counts)
+    if counts.ndim != 1 or counts.size == 0:
+        raise ValueError(f"train_counts must be a non-empty 1-D array, got shape {counts.shape}")
+    if not np.issubdtype(counts.dtype, np.number) or np.any(~np.isfinite(counts)) or np.any(counts < 0):
+        raise ValueError("train_counts must hold finite, non-negative instance counts")
+    if not 0 < head_share <= 1:
+        raise ValueError(f"head_share must be in (0, 1], got {head_share!r}")
+    total = float(counts.sum())
+    if total == 0:
+        raise ValueError("train_counts sums to 0; the buckets need at least one training instance")
+    by_frequency = np.argsort(-counts, kind="stable")
+    cumulative = np.cumsum(counts[by_frequency], dtype=np.float64)
+    needed = head_share * total * (1 - 1e-12)
+    head_size = int(np.searchsorted(cumulative, needed, side="left")) + 1
+    return by_frequency[:head_size], by_frequency[head_size:]
+
+
+def bucket_macro_f1(
+    y_true: np.ndarray,
+    scores: np.ndarray,
+    train_counts: np.ndarray,
+    head_share: float = 0.6,
+    threshold: float = DEFAULT_THRESHOLD,
+) -> dict[str, float | int]:
+    """Macro-F1 of the head and tail frequency buckets (paper, long-tail analysis on MS-COCO).
+
+    Buckets come from ``head_tail_split`` on the TRAINING counts. Macro-F1 of a bucket is the
+    plain mean of per-class F1 (``per_class_f1``, 0/0 -> 0) over the bucket's classes, every
+    class included; NaN for an empty bucket. Returns head, tail, head_labels, tail_labels.
+    """
+    f1 = per_class_f1(y_true, scores, threshold)
+    if np.asarray(train_counts).shape != f1.shape:
+        raise ValueError(
+            f"train_counts has shape {np.asarray(train_counts).shape} but there are {f1.size} labels; they must match"
+        )
+    head, tail = head_tail_split(train_counts, head_share)
+    return {
+        "head": float(f1[head].mean()) if head.size else float("nan"),
+        "tail": float(f1[tail].mean()) if tail.size else float("nan"),
+        "head_labels": int(head.size),
+        "tail_labels": int(tail.size),
+    }

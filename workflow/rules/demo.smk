@@ -1,0 +1,12 @@
+# The embedded default: small datasets generated in the real raw formats (mscl.demo).
+
+
+rule make_demo:
+    output:
+        directory(f"{RAW}/demo/{{kind}}"),
+    log:
+        "logs/demo/{kind}.log",
+    params:
+        seed=config["seed"],
+    shell:
+        "python -m mscl make-demo {wildcards.kind} --out {output} --seed {params.seed} > {log} 2>&1"

@@ -1,0 +1,106 @@
+# Raw published formats -> one manifest per dataset setting (mscl.data.*).
+
+
+rule prepare_coco:
+    input:
+        demo_input("coco"),
+    output:
+        manifest("coco"),
+    log:
+        "logs/preprocess/coco.log",
+    params:
+        root=raw_root("coco"),
+        out=f"{PROCESSED}/coco",
+        seed=config["seed"],
+        verify="" if config["sources"]["coco"]["verify_images"] else "--no-verify-images",
+    shell:
+        "python -m mscl prepare-coco --root {params.root} --out {params.out} --seed {params.seed} "
+        "{params.verify} > {log} 2>&1"
+
+
+rule prepare_voc:
+    input:
+        demo_input("voc"),
+    output:
+        manifest("voc"),
+    log:
+        "logs/preprocess/voc.log",
+    params:
+        root=raw_root("voc"),
+        out=f"{PROCESSED}/voc",
+        seed=config["seed"],
+        difficult=config["sources"]["voc"]["difficult"],
+        verify="" if config["sources"]["voc"]["verify_images"] else "--no-verify-images",
+    shell:
+        "python -m mscl prepare-voc --root {params.root} --out {params.out} --seed {params.seed} "
+        "--difficult {params.difficult} {params.verify} > {log} 2>&1"
+
+
+rule prepare_nuswide:
+    input:
+        demo_input("nuswide"),
+    output:
+        manifest("nuswide"),
+    log:
+        "logs/preprocess/nuswide.log",
+    params:
+        root=raw_root("nuswide"),
+        out=f"{PROCESSED}/nuswide",
+        seed=config["seed"],
+        verify="" if config["sources"]["nuswide"]["verify_images"] else "--no-verify-images",
+    shell:
+        "python -m mscl prepare-nuswide --root {params.root} --out {params.out} --seed {params.seed} "
+        "{params.verify} > {log} 2>&1"
+
+
+rule prepare_aapd:
+    input:
+        demo_input("aapd"),
+    output:
+        manifest("aapd"),
+    log:
+        "logs/preprocess/aapd.log",
+    params:
+        root=raw_root("aapd"),
+        out=f"{PROCESSED}/aapd",
+        seed=config["seed"],
+        policy=config["sources"]["aapd"]["policy"],
+    shell:
+        "python -m mscl prepare-aapd --root {params.root} --out {params.out} --seed {params.seed} "
+        "--policy {params.policy} > {log} 2>&1"
+
+
+rule mimic_split_lists:
+    input:
+        lambda wildcards: split_list_input(wildcards.version),
+    output:
+        expand(f"{PROCESSED}/splits/{{{{version}}}}/{{name}}", name=SPLIT_LIST_FILES),
+    log:
+        "logs/preprocess/{version}_splits.log",
+    params:
+        out=f"{PROCESSED}/splits/{{version}}",
+        source=lambda wildcards: split_list_option(wildcards.version),
+    shell:
+        "python -m mscl fetch-mimic-splits --version {wildcards.version} --out {params.out} "
+        "{params.source} > {log} 2>&1"
+
+
+rule prepare_mimic:
+    input:
+        splits=rules.mimic_split_lists.output,
+        raw=lambda wildcards: demo_input(source_of(wildcards.version)),
+    output:
+        full=manifest("{version}_full"),
+        top50=manifest("{version}_50"),
+    log:
+        "logs/preprocess/{version}.log",
+    params:
+        root=lambda wildcards: raw_root(source_of(wildcards.version)),
+        splits=f"{PROCESSED}/splits/{{version}}",
+        label_space=lambda wildcards: config["sources"][source_of(wildcards.version)]["label_space"],
+        full=f"{PROCESSED}/{{version}}_full",
+        top50=f"{PROCESSED}/{{version}}_50",
+    shell:
+        "python -m mscl prepare-mimic --version {wildcards.version} --root {params.root} "
+        "--splits {params.splits} --out-full {params.full} --out-50 {params.top50} "
+        "--label-space {params.label_space} > {log} 2>&1"
