@@ -20,6 +20,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "prepare-aapd": ("mscl.data.aapd", "AAPD text_*/label_* -> manifest"),
     "make-demo": ("mscl.demo", "generate an embedded demo dataset in a real raw format"),
     "stats-table": ("mscl.data.stats_table", "dataset statistics table (tex/csv/md) from manifests"),
+    "make-tiny-models": ("mscl.models.tiny", "write tiny local Hugging Face models + tokenizer (offline default)"),
+    "pretrain": ("mscl.train.pretrain", "contrastive pretraining of encoder + projection head"),
+    "probe": ("mscl.train.probe", "linear probe on the frozen encoder; test scores and metrics"),
     "bench": ("mscl.bench", "benchmarks that print figures (losses, preprocessing)"),
 }
 
