@@ -23,6 +23,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "make-tiny-models": ("mscl.models.tiny", "write tiny local Hugging Face models + tokenizer (offline default)"),
     "pretrain": ("mscl.train.pretrain", "contrastive pretraining of encoder + projection head"),
     "probe": ("mscl.train.probe", "linear probe on the frozen encoder; test scores and metrics"),
+    "eq12": ("mscl.eq12", "show that the paper's Eq. 12 as printed has exactly ANY's gradients"),
     "bench": ("mscl.bench", "benchmarks that print figures (losses, preprocessing)"),
 }
 
