@@ -1,3 +1,5 @@
+import os
+
 # Shared definitions: paths, the dataset -> source map, input functions, target lists.
 # No logic beyond that: everything else lives in the mscl package.
 
@@ -12,6 +14,8 @@ SPLIT_LIST_FILES = [
 ] + ["top50_code_list.txt"]
 MIMIC_VERSIONS = ["mimic3", "mimic4_icd9", "mimic4_icd10"]
 DEMO_KINDS = ["coco", "voc", "nuswide", "aapd", "mimic3", "mimic4"]
+# Used with `--sdm conda`; otherwise jobs run in the environment snakemake runs in.
+CONDA_ENV = "../../envs/mscl.yaml"
 
 
 wildcard_constraints:
@@ -33,12 +37,34 @@ def is_demo(source):
 
 
 def raw_root(source):
-    return f"{RAW}/demo/{source}" if is_demo(source) else config["sources"][source]["root"]
+    """Params function: the generated demo folder (the rule's input) or the configured root."""
+
+    def root(wildcards, input):
+        return input.raw[0] if is_demo(source) else config["sources"][source]["root"]
+
+    return root
+
+
+def folder_of(name):
+    """Params function: the folder holding the rule's first file of input/output `name`."""
+
+    def folder(wildcards, input, output):
+        files = {"input": input, "output": output}[name.split(".")[0]]
+        if "." in name:
+            files = getattr(files, name.split(".")[1])
+        return os.path.dirname(files[0])
+
+    return folder
 
 
 def demo_input(source):
     """The generated demo folder when a source runs on demo data, else nothing."""
     return [f"{RAW}/demo/{source}"] if is_demo(source) else []
+
+
+def mimic_root(wildcards, input):
+    source = source_of(wildcards.version)
+    return input.raw[0] if is_demo(source) else config["sources"][source]["root"]
 
 
 def manifest(dataset):

@@ -4,6 +4,8 @@
 rule make_demo:
     output:
         directory(f"{RAW}/demo/{{kind}}"),
+    conda:
+        CONDA_ENV
     log:
         "logs/demo/{kind}.log",
     params:

@@ -3,14 +3,16 @@
 
 rule prepare_coco:
     input:
-        demo_input("coco"),
+        raw=demo_input("coco"),
     output:
         manifest("coco"),
+    conda:
+        CONDA_ENV
     log:
         "logs/preprocess/coco.log",
     params:
         root=raw_root("coco"),
-        out=f"{PROCESSED}/coco",
+        out=folder_of("output"),
         seed=config["seed"],
         verify="" if config["sources"]["coco"]["verify_images"] else "--no-verify-images",
     shell:
@@ -20,14 +22,16 @@ rule prepare_coco:
 
 rule prepare_voc:
     input:
-        demo_input("voc"),
+        raw=demo_input("voc"),
     output:
         manifest("voc"),
+    conda:
+        CONDA_ENV
     log:
         "logs/preprocess/voc.log",
     params:
         root=raw_root("voc"),
-        out=f"{PROCESSED}/voc",
+        out=folder_of("output"),
         seed=config["seed"],
         difficult=config["sources"]["voc"]["difficult"],
         verify="" if config["sources"]["voc"]["verify_images"] else "--no-verify-images",
@@ -38,14 +42,16 @@ rule prepare_voc:
 
 rule prepare_nuswide:
     input:
-        demo_input("nuswide"),
+        raw=demo_input("nuswide"),
     output:
         manifest("nuswide"),
+    conda:
+        CONDA_ENV
     log:
         "logs/preprocess/nuswide.log",
     params:
         root=raw_root("nuswide"),
-        out=f"{PROCESSED}/nuswide",
+        out=folder_of("output"),
         seed=config["seed"],
         verify="" if config["sources"]["nuswide"]["verify_images"] else "--no-verify-images",
     shell:
@@ -55,14 +61,16 @@ rule prepare_nuswide:
 
 rule prepare_aapd:
     input:
-        demo_input("aapd"),
+        raw=demo_input("aapd"),
     output:
         manifest("aapd"),
+    conda:
+        CONDA_ENV
     log:
         "logs/preprocess/aapd.log",
     params:
         root=raw_root("aapd"),
-        out=f"{PROCESSED}/aapd",
+        out=folder_of("output"),
         seed=config["seed"],
         policy=config["sources"]["aapd"]["policy"],
     shell:
@@ -75,10 +83,12 @@ rule mimic_split_lists:
         lambda wildcards: split_list_input(wildcards.version),
     output:
         expand(f"{PROCESSED}/splits/{{{{version}}}}/{{name}}", name=SPLIT_LIST_FILES),
+    conda:
+        CONDA_ENV
     log:
         "logs/preprocess/{version}_splits.log",
     params:
-        out=f"{PROCESSED}/splits/{{version}}",
+        out=folder_of("output"),
         source=lambda wildcards: split_list_option(wildcards.version),
     shell:
         "python -m mscl fetch-mimic-splits --version {wildcards.version} --out {params.out} "
@@ -92,14 +102,16 @@ rule prepare_mimic:
     output:
         full=manifest("{version}_full"),
         top50=manifest("{version}_50"),
+    conda:
+        CONDA_ENV
     log:
         "logs/preprocess/{version}.log",
     params:
-        root=lambda wildcards: raw_root(source_of(wildcards.version)),
-        splits=f"{PROCESSED}/splits/{{version}}",
+        root=mimic_root,
+        splits=folder_of("input.splits"),
         label_space=lambda wildcards: config["sources"][source_of(wildcards.version)]["label_space"],
-        full=f"{PROCESSED}/{{version}}_full",
-        top50=f"{PROCESSED}/{{version}}_50",
+        full=folder_of("output.full"),
+        top50=folder_of("output.top50"),
     shell:
         "python -m mscl prepare-mimic --version {wildcards.version} --root {params.root} "
         "--splits {params.splits} --out-full {params.full} --out-50 {params.top50} "

@@ -12,10 +12,14 @@ rule statistics_table:
         tex=report(f"{RESULTS}/tables/statistics.tex", caption="../report/statistics.rst", category="Tables"),
         csv=report(f"{RESULTS}/tables/statistics.csv", caption="../report/statistics.rst", category="Tables"),
         md=f"{RESULTS}/tables/statistics.md",
+    conda:
+        CONDA_ENV
     log:
         "logs/tables/statistics.log",
     params:
-        datasets=" ".join(f"--dataset {d}={PROCESSED}/{d}" for d in config["datasets"]),
-        prefix=f"{RESULTS}/tables/statistics",
+        datasets=lambda wildcards, input: " ".join(
+            f"--dataset {os.path.basename(os.path.dirname(p))}={os.path.dirname(p)}" for p in input
+        ),
+        prefix=lambda wildcards, output: os.path.splitext(output.tex)[0],
     shell:
         "python -m mscl stats-table {params.datasets} --out-prefix {params.prefix} > {log} 2>&1"
