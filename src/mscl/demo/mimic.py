@@ -39,7 +39,7 @@ HEAD_CODES = {
         "I10", "E785", "Z87891", "K219", "F329", "I2510", "N179", "E119", "F419", "Z7901",
         "J189", "D649", "E039", "I4891", "Z794", "G4733", "N390", "E871", "A419", "Z66",
     ),
-    "icd10_proc": ("02HV33Z", "5A1945Z", "0BH17EZ", "3E0G76Z", "0DJ08ZZ", "5A1D70Z", "30233N1", "B211YZZ", "0W9G3ZZ", "4A023N7"),
+    "icd10_proc": ("02HV33Z", "5A1945Z", "0BH17EZ", "02703E6", "0DJ08ZZ", "5A1D70Z", "30233N1", "B211YZZ", "0W9G3ZZ", "4A023N7"),
 }
 POOL_SIZE = {"dx": 260, "proc": 60}  # codes per coding system: "a few hundred" in all
 CODE_EXPONENT = 0.8  # Zipf exponent over a pool: the head code is in about half the admissions
