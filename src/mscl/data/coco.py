@@ -17,9 +17,9 @@ from typing import Any, Sequence
 import pandas as pd
 from tqdm import tqdm
 
-from mscl.data.images import add_common_arguments, require_path, screen_images
+from mscl.data.images import add_common_arguments, keep_screened, require_path
 from mscl.data.manifest import write_dataset
-from mscl.data.splitting import halve
+from mscl.data.splitting import halve_held_out
 from mscl.errors import InputError
 from mscl.io import sha256_file
 
@@ -120,18 +120,11 @@ def prepare(root: Path, out: Path, seed: int, verify_images: bool = True, missin
     frames, unannotated, missing, unreadable = {}, {}, 0, 0
     for name in SOURCE_SPLITS:
         frame, unannotated[name] = source_frame(root, name, categories, loaded[name])
-        screen = screen_images(root, list(frame["path"]), check_exists=verify_images, verify=verify_images, on_problem=missing_images, field="file_name")
-        frames[name] = frame[screen.keep].reset_index(drop=True)
+        frames[name], screen = keep_screened(root, frame, verify_images, missing_images, field="file_name")
         missing += screen.missing
         unreadable += screen.unreadable
 
-    val_ids, test_ids = halve(list(frames["val2014"]["id"]), seed)
-    by_id = frames["val2014"].set_index("id", drop=False)
-    splits = {
-        "train": frames["train2014"],
-        "val": by_id.loc[sorted(val_ids)].reset_index(drop=True),
-        "test": by_id.loc[sorted(test_ids)].reset_index(drop=True),
-    }
+    splits = halve_held_out(frames["train2014"], frames["val2014"], seed)
     info = {
         "dataset": "coco",
         "format": FORMAT,

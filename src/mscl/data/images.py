@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
+import pandas as pd
 from PIL import Image
 from tqdm import tqdm
 
@@ -99,3 +100,10 @@ def screen_images(
         missing += problem == "missing"
         unreadable += problem is not None and problem != "missing"
     return ImageScreen(keep=keep, missing=missing, unreadable=unreadable)
+
+
+def keep_screened(root: Path, frame: pd.DataFrame, verify: bool, on_problem: str, field: str) -> tuple[pd.DataFrame, ImageScreen]:
+    """The rows of `frame` whose `path` image passes `screen_images` (existence checked and
+    opened only when `verify`), and the screen's counts."""
+    screen = screen_images(root, list(frame["path"]), check_exists=verify, verify=verify, on_problem=on_problem, field=field)
+    return frame[screen.keep].reset_index(drop=True), screen

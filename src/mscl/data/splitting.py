@@ -10,6 +10,7 @@ import math
 from typing import Sequence
 
 import numpy as np
+import pandas as pd
 
 from mscl.errors import InputError
 
@@ -60,3 +61,15 @@ def halve(ids: Sequence[str], seed: int) -> tuple[list[str], list[str]]:
     order = seeded_order(ids, seed)
     middle = len(order) // 2
     return order[:middle], order[middle:]
+
+
+def halve_held_out(train: pd.DataFrame, held_out: pd.DataFrame, seed: int) -> dict[str, pd.DataFrame]:
+    """The paper's policy for COCO and VOC: train as published, the published held-out set
+    halved (seeded) into val and test; val and test rows sorted by id."""
+    val_ids, test_ids = halve(list(held_out["id"]), seed)
+    by_id = held_out.set_index("id", drop=False)
+    return {
+        "train": train,
+        "val": by_id.loc[sorted(val_ids)].reset_index(drop=True),
+        "test": by_id.loc[sorted(test_ids)].reset_index(drop=True),
+    }

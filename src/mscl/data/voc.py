@@ -18,9 +18,9 @@ from typing import Any, Sequence
 import pandas as pd
 from tqdm import tqdm
 
-from mscl.data.images import add_common_arguments, require_path, screen_images
+from mscl.data.images import add_common_arguments, keep_screened, require_path
 from mscl.data.manifest import write_dataset
-from mscl.data.splitting import halve
+from mscl.data.splitting import halve_held_out
 from mscl.errors import InputError
 from mscl.io import sha256_file
 
@@ -129,18 +129,11 @@ def prepare(
         )
         if frame.empty:
             raise InputError(image_set_path(root, name), "no image of this set has a label", "check the annotations and the --difficult policy")
-        screen = screen_images(root, list(frame["path"]), check_exists=verify_images, verify=verify_images, on_problem=missing_images, field="filename")
-        frames[name] = frame[screen.keep].reset_index(drop=True)
+        frames[name], screen = keep_screened(root, frame, verify_images, missing_images, field="filename")
         missing += screen.missing
         unreadable += screen.unreadable
 
-    val_ids, test_ids = halve(list(frames["test"]["id"]), seed)
-    by_id = frames["test"].set_index("id", drop=False)
-    splits = {
-        "train": frames["trainval"],
-        "val": by_id.loc[sorted(val_ids)].reset_index(drop=True),
-        "test": by_id.loc[sorted(test_ids)].reset_index(drop=True),
-    }
+    splits = halve_held_out(frames["trainval"], frames["test"], seed)
     info = {
         "dataset": "voc",
         "format": FORMAT,
