@@ -47,17 +47,27 @@ def job_counts(dry_run_output: str) -> dict[str, int]:
 def test_dry_run_of_the_default_config_lists_every_rule(tmp_path):
     result = snakemake(tmp_path, "-n")
     counts = job_counts(result.stdout + result.stderr)
+    # Grid of config.yaml: image 3 datasets x 7 losses + coco sim/dissim + coco batch sizes
+    # 32/128/256 x 4 losses + aapd 2 encoders x 4 losses + aapd sim/dissim + MIMIC 6 x 3 x 4.
+    runs = 21 + 2 + 12 + 8 + 2 + 72
     assert counts == {
         "make_demo": 6,
+        "tiny_models": 1,
         "mimic_split_lists": 3,
         "prepare_coco": 1,
         "prepare_voc": 1,
         "prepare_nuswide": 1,
         "prepare_aapd": 1,
         "prepare_mimic": 3,
+        "pretrain": runs,
+        "probe": runs,
         "statistics_table": 1,
+        "collect_runs": 1,
+        "paper_table": 7,
+        "cost_table": 1,
+        "paper_figure": 8,
         "all": 1,
-        "total": 18,
+        "total": 19 + 2 * runs + 17,
     }
 
 
@@ -85,7 +95,8 @@ def test_bad_config_fails_at_parse_time_naming_the_key(tmp_path, override, key):
 @pytest.mark.slow
 def test_default_data_stage_end_to_end(tmp_path):
     """Demo raw files -> manifests -> statistics table, then nothing left to do."""
-    snakemake(tmp_path)
+    target = "results/tables/statistics.csv"
+    snakemake(tmp_path, target)
     with open(tmp_path / "results" / "tables" / "statistics.csv", newline="") as handle:
         rows = list(csv.DictReader(handle))
     assert len(rows) == len(DATASETS)
@@ -104,5 +115,12 @@ def test_default_data_stage_end_to_end(tmp_path):
     logs = [path.read_text() for path in (tmp_path / "logs").rglob("*.log")]
     assert len(logs) >= 14 and windows
     assert not any(window in log for window in windows for log in logs)
-    again = snakemake(tmp_path, "-n")
+    again = snakemake(tmp_path, "-n", target)
     assert "Nothing to be done" in again.stdout + again.stderr
+
+
+def test_experiment_naming_an_unprepared_dataset_fails_at_parse_time(tmp_path):
+    result = snakemake(tmp_path, "-n", "--config", "datasets=[coco]", check=False)
+    assert result.returncode != 0
+    output = result.stdout + result.stderr
+    assert "experiments.image.datasets names 'voc'" in output and "add it there" in output

@@ -1,4 +1,7 @@
+import itertools
+import json
 import os
+import shlex
 
 # Shared definitions: paths, the dataset -> source map, input functions, target lists.
 # No logic beyond that: everything else lives in the mscl package.
@@ -12,14 +15,48 @@ MANIFEST_FILES = ["train.parquet", "val.parquet", "test.parquet", "labels.txt", 
 SPLIT_LIST_FILES = [
     f"{split}_{space}_hadm_ids.csv" for split in ("train", "dev", "test") for space in ("full", "50")
 ] + ["top50_code_list.txt"]
+MODELS = config["paths"]["models"]
+TINY_MODELS = f"{MODELS}/tiny"
 MIMIC_VERSIONS = ["mimic3", "mimic4_icd9", "mimic4_icd10"]
 DEMO_KINDS = ["coco", "voc", "nuswide", "aapd", "mimic3", "mimic4"]
 # Used with `--sdm conda`; otherwise jobs run in the environment snakemake runs in.
 CONDA_ENV = "../../envs/mscl.yaml"
 
 
+def experiment_runs():
+    """Every (dataset, encoder, loss, batch, seed) the experiment blocks name, once each."""
+    runs = set()
+    for block_name, block in config["experiments"].items():
+        for dataset in block["datasets"]:
+            if dataset not in config["datasets"]:
+                raise ValueError(
+                    f"config experiments.{block_name}.datasets names {dataset!r}, which is not in "
+                    f"`datasets` {config['datasets']}: add it there or remove it from the block"
+                )
+        for encoder in block["encoders"]:
+            if encoder not in config["encoders"]:
+                raise ValueError(
+                    f"config experiments.{block_name}.encoders names {encoder!r}, which is not a key of "
+                    f"`encoders` {sorted(config['encoders'])}: define it or fix the name"
+                )
+        for combination in itertools.product(
+            block["datasets"], block["encoders"], block["losses"], block["batch_sizes"], config["seeds"]
+        ):
+            runs.add(combination)
+    return sorted(runs)
+
+
+RUNS = experiment_runs()
+RUN_DIR = f"{RESULTS}/runs/{{dataset}}/{{encoder}}/{{loss}}/bs{{batch}}/seed{{seed}}"
+RUN_NAME = "{dataset}/{encoder}/{loss}/bs{batch}/seed{seed}"
+
+
 wildcard_constraints:
     dataset="|".join(config["datasets"]),
+    encoder="|".join(config["encoders"]) or "NO_ENCODER",
+    loss="all|any|mulsupcon|jaccard|sim|dissim|simdissim|proto|msc",
+    batch=r"\d+",
+    seed=r"\d+",
     version="|".join(MIMIC_VERSIONS),
     kind="|".join(DEMO_KINDS),
 
@@ -88,5 +125,74 @@ def split_list_input(version):
     return demo_input(source) if config["sources"][source]["splits"] == "demo" else []
 
 
+def encoder_spec(name):
+    """The encoder's spec with "{tiny}" expanded to the generated tiny models' folder."""
+    spec = dict(config["encoders"][name]["spec"])
+    if isinstance(spec.get("path"), str):
+        spec["path"] = spec["path"].replace("{tiny}", TINY_MODELS)
+    return spec
+
+
+def uses_tiny_models(name):
+    return "{tiny}" in str(config["encoders"][name]["spec"].get("path", ""))
+
+
+def run_spec(wildcards):
+    """The run spec (mscl.train.spec) of one job, shell-quoted JSON."""
+    encoder = config["encoders"][wildcards.encoder]
+    spec = {
+        "dataset": wildcards.dataset,
+        "encoder_name": wildcards.encoder,
+        "encoder": encoder_spec(wildcards.encoder),
+        "loss": wildcards.loss,
+        "loss_options": config["training"]["loss_options"].get(wildcards.loss, {}),
+        "batch_size": int(wildcards.batch),
+        "seed": int(wildcards.seed),
+        "pretrain": {**config["training"]["pretrain"], **encoder["pretrain"]},
+        "probe": {**config["training"]["probe"], **encoder["probe"]},
+    }
+    return shlex.quote(json.dumps(spec, sort_keys=True))
+
+
+def encoder_resource(key):
+    """Resource function: the encoder's configured value (mem_mb grows with each retry)."""
+
+    def value(wildcards, attempt):
+        amount = config["encoders"][wildcards.encoder]["resources"][key]
+        return amount * attempt if key == "mem_mb" else amount
+
+    return value
+
+
+def encoder_threads(wildcards):
+    return config["encoders"][wildcards.encoder]["resources"]["threads"]
+
+
+def tiny_models_input(wildcards):
+    return [TINY_MODELS] if uses_tiny_models(wildcards.encoder) else []
+
+
+def run_outputs(stage_file):
+    """`stage_file` (e.g. "probe/metrics.json") of every run in the grid."""
+    return [
+        f"{RESULTS}/runs/{d}/{e}/{l}/bs{b}/seed{s}/{stage_file}" for d, e, l, b, s in RUNS
+    ]
+
+
+def run_benchmarks(rule_name):
+    return [f"benchmarks/{rule_name}/{d}/{e}/{l}/bs{b}/seed{s}.tsv" for d, e, l, b, s in RUNS]
+
+
+TABLES = ["image", "aapd", "mimic_full", "mimic_50", "sota", "ablation", "paper_vs_run", "cost"]
+FIGURES = [
+    "improvement", "std", "text_encoders", "mimic_dotplot", "mimic_heatstrip",
+    "frequency_buckets", "batch_size", "relations",
+]
+
+
 def all_targets():
-    return [f"{RESULTS}/tables/statistics.{ext}" for ext in ("tex", "csv", "md")]
+    targets = [f"{RESULTS}/tables/statistics.{ext}" for ext in ("tex", "csv", "md")]
+    if RUNS:
+        targets += [f"{RESULTS}/tables/{name}.{ext}" for name in TABLES for ext in ("tex", "csv", "md")]
+        targets += [f"{RESULTS}/figures/{name}.{ext}" for name in FIGURES for ext in ("pdf", "png")]
+    return targets

@@ -1,0 +1,92 @@
+# Aggregation: every paper table and figure from the runs' own results (mscl.report).
+
+
+localrules:
+    collect_runs,
+    paper_table,
+    cost_table,
+    paper_figure,
+
+
+rule collect_runs:
+    input:
+        metrics=run_outputs("probe/metrics.json"),
+        stats=expand(f"{PROCESSED}/{{dataset}}/stats.json", dataset=sorted({run[0] for run in RUNS})),
+    output:
+        f"{RESULTS}/metrics/all_runs.csv",
+    conda:
+        CONDA_ENV
+    log:
+        "logs/report/collect.log",
+    params:
+        roles=" ".join(f"--roles {name}={encoder['role']}" for name, encoder in config["encoders"].items()),
+        counts=lambda wildcards, input: " ".join(
+            f"--train-counts {os.path.basename(os.path.dirname(path))}={path}" for path in input.stats
+        ),
+    shell:
+        "python -m mscl collect --metrics {input.metrics} {params.roles} {params.counts} --out {output} > {log} 2>&1"
+
+
+def table_batch_size(table):
+    group = {"aapd": "aapd", "mimic_full": "mimic", "mimic_50": "mimic", "sota": "mimic"}.get(table, "image")
+    return config["report"]["batch_size"][group]
+
+
+rule paper_table:
+    input:
+        runs=rules.collect_runs.output,
+    output:
+        tex=report(f"{RESULTS}/tables/{{table}}.tex", caption="../report/tables.rst", category="Tables", subcategory="{table}"),
+        csv=f"{RESULTS}/tables/{{table}}.csv",
+        md=f"{RESULTS}/tables/{{table}}.md",
+    wildcard_constraints:
+        table="|".join(t for t in TABLES if t != "cost"),
+    conda:
+        CONDA_ENV
+    log:
+        "logs/report/table_{table}.log",
+    params:
+        prefix=lambda wildcards, output: os.path.splitext(output.tex)[0],
+        batch=lambda wildcards: table_batch_size(wildcards.table),
+        aapd_batch=config["report"]["batch_size"]["aapd"],
+    shell:
+        "python -m mscl table {wildcards.table} --runs {input.runs} --out-prefix {params.prefix} "
+        "--batch-size {params.batch} --aapd-batch-size {params.aapd_batch} > {log} 2>&1"
+
+
+rule cost_table:
+    input:
+        pretrain=run_benchmarks("pretrain"),
+        probe=run_benchmarks("probe"),
+    output:
+        tex=report(f"{RESULTS}/tables/cost.tex", caption="../report/tables.rst", category="Tables", subcategory="cost"),
+        csv=f"{RESULTS}/tables/cost.csv",
+        md=f"{RESULTS}/tables/cost.md",
+    conda:
+        CONDA_ENV
+    log:
+        "logs/report/table_cost.log",
+    params:
+        prefix=lambda wildcards, output: os.path.splitext(output.tex)[0],
+    shell:
+        "python -m mscl table cost --benchmarks {input.pretrain} {input.probe} --out-prefix {params.prefix} > {log} 2>&1"
+
+
+rule paper_figure:
+    input:
+        runs=rules.collect_runs.output,
+    output:
+        pdf=f"{RESULTS}/figures/{{figure}}.pdf",
+        png=report(f"{RESULTS}/figures/{{figure}}.png", caption="../report/figures.rst", category="Figures", subcategory="{figure}"),
+    wildcard_constraints:
+        figure="|".join(FIGURES),
+    conda:
+        CONDA_ENV
+    log:
+        "logs/report/figure_{figure}.log",
+    params:
+        prefix=lambda wildcards, output: os.path.splitext(output.pdf)[0],
+        batch=lambda wildcards: config["report"]["batch_size"]["mimic" if "mimic" in wildcards.figure else "aapd" if wildcards.figure == "text_encoders" else "image"],
+    shell:
+        "python -m mscl figure {wildcards.figure} --runs {input.runs} --out-prefix {params.prefix} "
+        "--batch-size {params.batch} > {log} 2>&1"

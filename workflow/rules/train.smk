@@ -1,0 +1,71 @@
+# Contrastive pretraining and linear probing, one job per dataset x encoder x loss x batch x
+# seed (mscl.train). Jobs pick CUDA when the node has a GPU; the scheduler's GPU request comes
+# from `resources: gpu` (0 in the embedded default, 1 in the SLURM profile).
+
+
+rule tiny_models:
+    output:
+        directory(TINY_MODELS),
+    conda:
+        CONDA_ENV
+    log:
+        "logs/models/tiny.log",
+    params:
+        seed=config["seed"],
+    shell:
+        "python -m mscl make-tiny-models --out {output} --seed {params.seed} > {log} 2>&1"
+
+
+rule pretrain:
+    input:
+        data=lambda wildcards: manifest(wildcards.dataset),
+        models=tiny_models_input,
+    output:
+        encoder=f"{RUN_DIR}/pretrain/encoder.pt",
+        log_csv=f"{RUN_DIR}/pretrain/train_log.csv",
+    conda:
+        CONDA_ENV
+    log:
+        f"logs/pretrain/{RUN_NAME}.log",
+    benchmark:
+        f"benchmarks/pretrain/{RUN_NAME}.tsv"
+    threads: encoder_threads
+    resources:
+        gpu=encoder_resource("gpu"),
+        mem_mb=encoder_resource("mem_mb"),
+        runtime=encoder_resource("runtime"),
+    params:
+        data=folder_of("input.data"),
+        out=folder_of("output.encoder"),
+        spec=run_spec,
+    shell:
+        "OMP_NUM_THREADS={threads} python -m mscl pretrain --data {params.data} --out {params.out} "
+        "--spec {params.spec} > {log} 2>&1"
+
+
+rule probe:
+    input:
+        data=lambda wildcards: manifest(wildcards.dataset),
+        encoder=rules.pretrain.output.encoder,
+        models=tiny_models_input,
+    output:
+        metrics=f"{RUN_DIR}/probe/metrics.json",
+    conda:
+        CONDA_ENV
+    log:
+        f"logs/probe/{RUN_NAME}.log",
+    benchmark:
+        f"benchmarks/probe/{RUN_NAME}.tsv"
+    threads: encoder_threads
+    resources:
+        gpu=encoder_resource("gpu"),
+        mem_mb=encoder_resource("mem_mb"),
+        runtime=encoder_resource("runtime"),
+    params:
+        data=folder_of("input.data"),
+        pretrained=folder_of("input.encoder"),
+        out=folder_of("output.metrics"),
+        spec=run_spec,
+    shell:
+        "OMP_NUM_THREADS={threads} python -m mscl probe --data {params.data} --pretrained {params.pretrained} "
+        "--out {params.out} --spec {params.spec} > {log} 2>&1"
