@@ -377,6 +377,15 @@ def test_hadm_id_saved_as_float(fixtures_dir: Path, tmp_path: Path) -> None:
     assert_clean_failure(caught.value, tmp_path, "NOTEEVENTS.csv", "HADM_ID", "data row 6", "saved as a number")
 
 
+def test_headerless_note_file_is_not_quoted(fixtures_dir: Path, tmp_path: Path) -> None:
+    """Without the header row pandas reads the first note as column names; they must not be echoed."""
+    root = broken_root(fixtures_dir, tmp_path, "NOTEEVENTS.csv", lambda t: t.split("\n", 1)[1])
+    with pytest.raises(InputError) as caught:
+        run_mimic3(fixtures_dir, tmp_path, root=root)
+    assert_clean_failure(caught.value, tmp_path, "NOTEEVENTS.csv", "header row missing")
+    for fragment in ("Admission Date", "MEDICINE", "Discharge summary"):
+        assert fragment not in str(caught.value)
+
 def test_hadm_id_shifted_text_is_not_echoed(fixtures_dir: Path, tmp_path: Path) -> None:
     """A malformed HADM_ID holding note-like words must not be quoted in the error."""
     root = broken_root(fixtures_dir, tmp_path, "NOTEEVENTS.csv", lambda t: t.replace(",100005,", ",newborn lorazepam,", 1))

@@ -64,6 +64,7 @@ NOTE_COUNTS = (
     "discharge_notes_used",
 )
 TOKEN = re.compile(r"\w+")
+HEADER_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,39}")  # what a real column name looks like
 FIX_RAW = "use the unmodified CSV export of the MIMIC release (PhysioNet), .csv or .csv.gz"
 FIX_NUMBERS = (
     "re-export the file keeping codes and IDs as text (pandas: read_csv(..., dtype=str)); "
@@ -201,7 +202,13 @@ def check_columns(path: Path, needed: Sequence[str]) -> None:
         raise InputError(path, f"cannot read the CSV header ({type(error).__name__})", FIX_RAW) from None
     missing = [name for name in needed if name not in header]
     if missing:
-        raise InputError(path, f"missing column(s) {missing}; the header has {header}", FIX_RAW, field=missing[0])
+        # Without its header row, pandas takes the first record (note text included) as the
+        # column names: quote the header only if every name looks like a column name (PHI).
+        if all(HEADER_NAME.fullmatch(name) for name in header):
+            found = f"the header has {header}"
+        else:
+            found = f"the first line is not a header ({len(header)} fields; is the header row missing?)"
+        raise InputError(path, f"missing column(s) {missing}; {found}", FIX_RAW, field=missing[0])
 
 
 def _parser_position(error: Exception) -> str:
