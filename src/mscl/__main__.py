@@ -23,6 +23,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "make-tiny-models": ("mscl.models.tiny", "write tiny local Hugging Face models + tokenizer (offline default)"),
     "pretrain": ("mscl.train.pretrain", "contrastive pretraining of encoder + projection head"),
     "probe": ("mscl.train.probe", "linear probe on the frozen encoder; test scores and metrics"),
+    "collect": ("mscl.report.collect", "gather every run's metrics into one tidy CSV"),
+    "table": ("mscl.report.tables", "one paper table (tex/csv/md) from the tidy results"),
+    "figure": ("mscl.report.figures", "one paper figure (pdf/png) from the tidy results"),
     "eq12": ("mscl.eq12", "show that the paper's Eq. 12 as printed has exactly ANY's gradients"),
     "bench": ("mscl.bench", "benchmarks that print figures (losses, preprocessing)"),
 }
