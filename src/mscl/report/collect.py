@@ -1,0 +1,332 @@
+"""Gather every probe's results into one tidy CSV, and read that CSV back for tables and figures.
+
+`python -m mscl collect --metrics FILE... --roles ENCODER=ROLE... [--train-counts DATASET=STATS_JSON...]
+--out results/metrics/all_runs.csv`
+
+Each FILE is `.../{dataset}/{encoder}/{loss}/bs{batch}/seed{seed}/probe/metrics.json`; the run's
+axes are read from that path. The CSV has one row per (run, split, metric): columns
+dataset, encoder, encoder_role, loss, batch_size, seed, split, metric, value, with split
+`test` (metrics.json "test") or `val` (metrics.json "val_best"), values as fractions (NaN, which
+the probe writes as null, kept and written as an empty field). For every dataset given in
+`--train-counts`, the test split also gets `bucket_head_macro_f1` / `bucket_tail_macro_f1`
+(`mscl.metrics.bucket_macro_f1`, head share 0.6 of the training label instances) and the bucket
+sizes `bucket_head_labels` / `bucket_tail_labels`, computed from the probe's saved test scores
+(test_scores.parquet beside metrics.json).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
+
+from mscl.errors import InputError
+from mscl.io import atomic_path
+from mscl.metrics import bucket_macro_f1
+from mscl.report.style import ENCODER_ROLES
+
+RUN_COLUMNS = ("dataset", "encoder", "encoder_role", "loss", "batch_size", "seed", "split", "metric", "value")
+# metrics.json section -> split name in the tidy CSV.
+SPLIT_SECTIONS = {"test": "test", "val_best": "val"}
+HEAD_SHARE = 0.6  # the paper's head bucket: classes holding the top 60% of training instances
+METRICS_PATH = re.compile(
+    r"(?:^|/)(?P<dataset>[^/]+)/(?P<encoder>[^/]+)/(?P<loss>[^/]+)/bs(?P<batch_size>\d+)/seed(?P<seed>\d+)/probe/metrics\.json$"
+)
+
+
+# ------------------------------------------------------------------------ reading runs
+
+
+def parse_run_path(path: str | Path) -> dict[str, Any]:
+    """The run axes (dataset, encoder, loss, batch_size, seed) encoded in a metrics.json path."""
+    match = METRICS_PATH.search(Path(path).as_posix())
+    if match is None:
+        raise InputError(
+            path,
+            "the path does not follow {dataset}/{encoder}/{loss}/bs{batch}/seed{seed}/probe/metrics.json",
+            "pass the metrics.json files the probe rule writes",
+            field="--metrics",
+        )
+    axes: dict[str, Any] = match.groupdict()
+    axes["batch_size"] = int(axes["batch_size"])
+    axes["seed"] = int(axes["seed"])
+    return axes
+
+
+def read_metrics_json(path: str | Path) -> dict[str, Any]:
+    """Load a probe's metrics.json; InputError if it is missing, unreadable or has no test metrics."""
+    path = Path(path)
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError(path, "metrics file not found", "run the probe job of this run first") from None
+    except json.JSONDecodeError as error:
+        raise InputError(path, f"not valid JSON ({error.msg} at line {error.lineno})", "re-run the probe job") from None
+    if not isinstance(document, dict) or not isinstance(document.get("test"), dict):
+        raise InputError(path, "no 'test' metrics object", "re-run the probe job", field="test")
+    return document
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def numeric_metrics(section: Mapping[str, Any]) -> dict[str, float]:
+    """The metric entries of a metrics section as floats: numbers, and null (the probe's strict-JSON
+    NaN) as NaN; strings, bools and nested objects are dropped."""
+    return {key: math.nan if value is None else float(value) for key, value in section.items() if value is None or _is_number(value)}
+
+
+def read_test_scores(probe_dir: str | Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str]]:
+    """(ids, y_true [N, L] uint8, scores [N, L] float32, label names) of a probe's test predictions.
+
+    Reads `test_scores.parquet` as `mscl.train.probe` writes it (columns id, labels = gold label
+    names, scores = one probability per vocabulary label; vocabulary in the schema metadata
+    `mscl.label_names`, else in `labels.txt` beside it) or, if absent, `test_scores.npz`
+    (arrays ids, y_true, scores, labels).
+    """
+    probe_dir = Path(probe_dir)
+    parquet_path, npz_path = probe_dir / "test_scores.parquet", probe_dir / "test_scores.npz"
+    if parquet_path.exists():
+        table = pq.read_table(parquet_path)
+        vocabulary = _parquet_vocabulary(parquet_path, table.schema.metadata or {})
+        index = {name: column for column, name in enumerate(vocabulary)}
+        y_true = np.zeros((table.num_rows, len(vocabulary)), dtype=np.uint8)
+        for row, gold in enumerate(table.column("labels").to_pylist()):
+            y_true[row, [index[name] for name in gold if name in index]] = 1
+        flat = table.column("scores").combine_chunks().flatten().to_numpy(zero_copy_only=False)
+        if flat.size != table.num_rows * len(vocabulary):
+            raise InputError(parquet_path, f"scores hold {flat.size} values for {table.num_rows} rows x {len(vocabulary)} labels", "re-run the probe job", field="scores")
+        scores = flat.astype(np.float32).reshape(table.num_rows, len(vocabulary))
+        return np.asarray(table.column("id").to_pylist(), dtype=str), y_true, scores, vocabulary
+    if npz_path.exists():
+        with np.load(npz_path, allow_pickle=False) as arrays:
+            missing = [k for k in ("ids", "y_true", "scores", "labels") if k not in arrays.files]
+            if missing:
+                raise InputError(npz_path, f"array {missing[0]!r} is missing", "re-run the probe job", field=missing[0])
+            return (
+                arrays["ids"].astype(str),
+                arrays["y_true"].astype(np.uint8),
+                arrays["scores"].astype(np.float32),
+                [str(name) for name in arrays["labels"]],
+            )
+    raise InputError(parquet_path, "no test scores (test_scores.parquet or test_scores.npz)", "re-run the probe job")
+
+
+def _parquet_vocabulary(parquet_path: Path, metadata: Mapping[bytes, bytes]) -> list[str]:
+    """Label vocabulary of a score file: its `mscl.label_names` metadata, else labels.txt beside it."""
+    if b"mscl.label_names" in metadata:
+        return [str(name) for name in json.loads(metadata[b"mscl.label_names"])]
+    labels_txt = parquet_path.with_name("labels.txt")
+    if labels_txt.exists():
+        return [line for line in labels_txt.read_text(encoding="utf-8").splitlines() if line]
+    raise InputError(parquet_path, "no label vocabulary (metadata mscl.label_names or labels.txt)", "re-run the probe job", field="mscl.label_names")
+
+
+def read_train_counts(stats_path: str | Path) -> dict[str, int]:
+    """Label name -> training instance count from a prepared dataset's stats.json."""
+    path = Path(stats_path)
+    try:
+        stats = json.loads(path.read_text(encoding="utf-8"))
+        frequency = stats["splits"]["train"]["label_frequency"]
+    except FileNotFoundError:
+        raise InputError(path, "stats file not found", "run the preprocessing rule of this dataset first") from None
+    except (json.JSONDecodeError, KeyError, TypeError):
+        raise InputError(path, "no splits.train.label_frequency", "re-run the preprocessing rule", field="splits.train.label_frequency") from None
+    return {str(name): int(count) for name, count in frequency.items()}
+
+
+def bucket_metrics(probe_dir: str | Path, train_counts: Mapping[str, int]) -> dict[str, float]:
+    """Head/tail macro-F1 and bucket sizes of one probe's test scores (labels absent from train count 0)."""
+    _, y_true, scores, label_names = read_test_scores(probe_dir)
+    counts = np.array([train_counts.get(name, 0) for name in label_names], dtype=np.int64)
+    try:
+        buckets = bucket_macro_f1(y_true, scores, counts, head_share=HEAD_SHARE)
+    except ValueError as error:
+        raise InputError(probe_dir, f"cannot compute frequency buckets: {error}", "check the test scores and the --train-counts stats.json") from None
+    return {
+        "bucket_head_macro_f1": buckets["head"],
+        "bucket_tail_macro_f1": buckets["tail"],
+        "bucket_head_labels": float(buckets["head_labels"]),
+        "bucket_tail_labels": float(buckets["tail_labels"]),
+    }
+
+
+def run_rows(
+    metrics_path: str | Path, roles: Mapping[str, str], train_counts: Mapping[str, Mapping[str, int]]
+) -> list[dict[str, Any]]:
+    """The tidy rows of one probe run."""
+    axes = parse_run_path(metrics_path)
+    if axes["encoder"] not in roles:
+        raise InputError(
+            metrics_path,
+            f"encoder {axes['encoder']!r} has no paper role",
+            f"add --roles {axes['encoder']}=ROLE with ROLE one of {list(ENCODER_ROLES)}",
+            field="--roles",
+        )
+    document = read_metrics_json(metrics_path)
+    base = {**axes, "encoder_role": roles[axes["encoder"]]}
+    rows = []
+    for section, split in SPLIT_SECTIONS.items():
+        values = numeric_metrics(document.get(section) or {})
+        if split == "test" and axes["dataset"] in train_counts:
+            values.update(bucket_metrics(Path(metrics_path).parent, train_counts[axes["dataset"]]))
+        rows += [{**base, "split": split, "metric": metric, "value": value} for metric, value in values.items()]
+    return rows
+
+
+def collect_runs(
+    metrics_paths: Sequence[str | Path],
+    roles: Mapping[str, str],
+    train_counts: Mapping[str, Mapping[str, int]] | None = None,
+) -> pd.DataFrame:
+    """One tidy frame (RUN_COLUMNS) of all runs, sorted by every axis for a stable file."""
+    rows = [row for path in metrics_paths for row in run_rows(path, roles, train_counts or {})]
+    frame = pd.DataFrame(rows, columns=list(RUN_COLUMNS))
+    keys = [c for c in RUN_COLUMNS if c != "value"]
+    duplicated = frame.duplicated(keys)
+    if duplicated.any():
+        first = frame.loc[duplicated].iloc[0]
+        raise InputError(None, f"run {dict(first[keys[:6]])} is given twice", "pass each metrics.json once", field="--metrics")
+    return frame.sort_values(keys, kind="stable").reset_index(drop=True)
+
+
+def write_runs(frame: pd.DataFrame, out: str | Path) -> None:
+    """Write the tidy CSV atomically (full float precision, NaN as an empty field)."""
+    with atomic_path(out, suffix=".csv") as tmp:
+        frame.to_csv(tmp, index=False, lineterminator="\n", float_format="%.17g")
+
+
+# ----------------------------------------------------------------- using the tidy CSV
+
+
+def load_runs(path: str | Path) -> pd.DataFrame:
+    """Read a tidy CSV written by `collect`; InputError naming the file if it is missing or malformed."""
+    path = Path(path)
+    if not path.exists():
+        raise InputError(path, "results file not found", "run `python -m mscl collect` first", field="--runs")
+    frame = pd.read_csv(path, dtype={"dataset": str, "encoder": str, "encoder_role": str, "loss": str, "split": str, "metric": str})
+    missing = [c for c in RUN_COLUMNS if c not in frame.columns]
+    if missing:
+        raise InputError(path, f"column {missing[0]!r} is missing", "regenerate it with `python -m mscl collect`", field=missing[0])
+    return frame[list(RUN_COLUMNS)]
+
+
+def default_batch_sizes(runs: pd.DataFrame) -> dict[tuple[str, str], int]:
+    """Per (dataset, encoder_role): the batch size with the most (loss, seed) runs, ties -> the largest.
+
+    A batch-size sweep adds a few runs at other sizes; the main grid is the size most runs share.
+    """
+    chosen = {}
+    runs_per_size = runs.groupby(["dataset", "encoder_role", "batch_size"])[["loss", "seed"]].apply(
+        lambda group: len(group.drop_duplicates())
+    )
+    for (dataset, role), sizes in runs_per_size.groupby(level=[0, 1]):
+        counts = {int(size): int(n) for (_, _, size), n in sizes.items()}
+        chosen[(dataset, role)] = max(counts, key=lambda size: (counts[size], size))
+    return chosen
+
+
+def select_batch_size(runs: pd.DataFrame, batch_size: int | None = None) -> pd.DataFrame:
+    """Runs at `batch_size`, or at each (dataset, encoder_role)'s default batch size if None."""
+    if batch_size is not None:
+        return runs[runs["batch_size"] == batch_size]
+    if runs.empty:
+        return runs
+    chosen = default_batch_sizes(runs)
+    keep = [chosen[(d, r)] == b for d, r, b in zip(runs["dataset"], runs["encoder_role"], runs["batch_size"])]
+    return runs[np.asarray(keep, dtype=bool)]
+
+
+SUMMARY_KEYS = ["dataset", "encoder_role", "loss", "batch_size", "split", "metric"]
+
+
+def summarise_seeds(runs: pd.DataFrame) -> pd.DataFrame:
+    """Mean, sample std (ddof 1, NaN for one seed) and seed count of every cell over seeds.
+
+    Keys: dataset, encoder_role, loss, batch_size, split, metric. NaN values are left out of the
+    mean (`seeds` counts the finite ones); a cell whose values are all NaN has mean NaN and
+    seeds 0. Two encoders mapped to the same role in one cell is an error.
+    """
+    if runs.empty:
+        return pd.DataFrame(columns=[*SUMMARY_KEYS, "mean", "std", "seeds"])
+    encoders = runs.groupby(SUMMARY_KEYS)["encoder"].nunique()
+    if (encoders > 1).any():
+        dataset, role = encoders[encoders > 1].index[0][:2]
+        names = sorted(runs.loc[(runs["dataset"] == dataset) & (runs["encoder_role"] == role), "encoder"].unique())
+        raise InputError(None, f"encoders {names} all map to role {role!r} on {dataset!r}", "map one encoder per role in --roles", field="encoder_role")
+    grouped = runs.groupby(SUMMARY_KEYS)["value"]
+    summary = grouped.agg(mean="mean", std="std", seeds="count").reset_index()
+    summary["seeds"] = summary["seeds"].astype(int)
+    return summary
+
+
+@dataclass(frozen=True)
+class CellStat:
+    """One table cell over seeds: mean and sample std (fractions) and the number of finite seeds."""
+
+    mean: float
+    std: float
+    seeds: int
+
+
+CellKey = tuple[str, str, str, str]  # (dataset, encoder_role, loss, metric)
+
+
+def cell_index(runs: pd.DataFrame, split: str = "test", batch_size: int | None = None) -> dict[CellKey, CellStat]:
+    """(dataset, encoder_role, loss, metric) -> CellStat of one split at the chosen batch sizes."""
+    chosen = select_batch_size(runs[runs["split"] == split], batch_size)
+    summary = summarise_seeds(chosen)
+    return {
+        (row.dataset, row.encoder_role, row.loss, row.metric): CellStat(float(row.mean), float(row.std), int(row.seeds))
+        for row in summary.itertuples(index=False)
+    }
+
+
+# ------------------------------------------------------------------------------- CLI
+
+
+def parse_pairs(values: Sequence[str], flag: str, example: str) -> dict[str, str]:
+    """Repeated KEY=VALUE arguments -> dict; each key once."""
+    pairs: dict[str, str] = {}
+    for value in values:
+        key, sep, item = value.partition("=")
+        if not sep or not key or not item:
+            raise InputError(None, f"{flag} {value!r} is not KEY=VALUE", f"write e.g. {flag} {example}", field=flag)
+        if key in pairs:
+            raise InputError(None, f"{flag} gives {key!r} twice", "give each key once", field=flag)
+        pairs[key] = item
+    return pairs
+
+
+def parse_roles(values: Sequence[str]) -> dict[str, str]:
+    """--roles ENCODER=ROLE arguments -> dict, ROLE checked against the paper's columns."""
+    roles = parse_pairs(values, "--roles", "resnet50=resnet")
+    for encoder, role in roles.items():
+        if role not in ENCODER_ROLES:
+            raise InputError(None, f"role {role!r} of encoder {encoder!r} is unknown", f"use one of {list(ENCODER_ROLES)}", field="--roles")
+    return roles
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """CLI entry point (see the module docstring)."""
+    parser = argparse.ArgumentParser(prog="python -m mscl collect", description="gather every run's metrics into one tidy CSV")
+    parser.add_argument("--metrics", nargs="+", required=True, metavar="FILE", help=".../{dataset}/{encoder}/{loss}/bs{B}/seed{S}/probe/metrics.json")
+    parser.add_argument("--roles", nargs="+", required=True, metavar="ENCODER=ROLE", help=f"paper column of each encoder: {', '.join(ENCODER_ROLES)}")
+    parser.add_argument("--train-counts", nargs="*", default=[], metavar="DATASET=STATS_JSON", help="stats.json of datasets that get head/tail bucket metrics")
+    parser.add_argument("--out", required=True, type=Path, help="tidy CSV to write, e.g. results/metrics/all_runs.csv")
+    args = parser.parse_args(argv)
+    roles = parse_roles(args.roles)
+    counts = {name: read_train_counts(path) for name, path in parse_pairs(args.train_counts, "--train-counts", "coco=data/processed/coco/stats.json").items()}
+    frame = collect_runs(args.metrics, roles, counts)
+    write_runs(frame, args.out)
+    print(f"collect: wrote {args.out} with {len(frame)} rows from {len(args.metrics)} runs")
+    return 0

@@ -1,0 +1,137 @@
+"""One look for every table and figure: display names, method order, colours, markers, fonts.
+
+A method keeps the same colour in every figure, and the paper's method (Sim-Dissim) is the
+warm, saturated one so it stands out. Colours are from the Okabe-Ito colour-blind-safe set,
+plus greys/dark yellow for the methods that only appear in one figure or table.
+"""
+
+from __future__ import annotations
+
+from mscl.data.stats_table import DISPLAY_NAMES as DATASET_DISPLAY_NAMES
+
+# Loss keys in the paper's row order (Table "results-image"), then the ablation variants.
+METHOD_ORDER = ("all", "any", "mulsupcon", "simdissim", "jaccard", "proto", "msc", "sim", "dissim")
+# The four methods the text, MIMIC and robustness experiments compare.
+CORE_METHODS = ("all", "any", "mulsupcon", "simdissim")
+METHOD_DISPLAY_NAMES = {
+    "all": "ALL",
+    "any": "ANY",
+    "mulsupcon": "MulSupCon",
+    "simdissim": "Sim-Dissim",
+    "jaccard": "Jaccard",
+    "proto": "Class proto",
+    "msc": "MSC",
+    "sim": "Sim only",
+    "dissim": "Dissim only",
+}
+METHOD_COLOURS = {
+    "all": "#0072B2",
+    "any": "#56B4E9",
+    "mulsupcon": "#009E73",
+    "simdissim": "#D55E00",
+    "jaccard": "#E69F00",
+    "proto": "#CC79A7",
+    "msc": "#7F7F7F",
+    "sim": "#B8860B",
+    "dissim": "#3F3F3F",
+}
+
+# Paper columns an encoder is reported under (`collect --roles ENCODER=ROLE`).
+ENCODER_ROLES = ("resnet", "roberta", "llama", "plm_icd")
+ENCODER_DISPLAY_NAMES = {"resnet": "ResNet-50", "roberta": "RoBERTa", "llama": "Llama", "plm_icd": "PLM-ICD"}
+ENCODER_MARKERS = {"resnet": "D", "roberta": "o", "llama": "s", "plm_icd": "^"}
+
+IMAGE_DATASETS = ("coco", "voc", "nuswide")
+IMAGE_METRICS = ("micro_f1", "macro_f1", "map")
+F1_METRICS = ("micro_f1", "macro_f1")
+MIMIC_ROLES = ("roberta", "llama", "plm_icd")
+# MIMIC settings as (family, label space) -> dataset key, in the paper's column order.
+MIMIC_FAMILIES = ("mimic3", "mimic4_icd9", "mimic4_icd10")
+MIMIC_FAMILY_DISPLAY_NAMES = {"mimic3": "MIMIC-III", "mimic4_icd9": "MIMIC-IV-ICD9", "mimic4_icd10": "MIMIC-IV-ICD10"}
+LABEL_SPACES = ("full", "50")
+LABEL_SPACE_DISPLAY_NAMES = {"full": "Full", "50": "Top-50"}
+
+METRIC_DISPLAY_NAMES = {
+    "micro_f1": "Micro-F1",
+    "macro_f1": "Macro-F1",
+    "map": "mAP",
+    "micro_auc": "Micro-AUC",
+    "macro_auc": "Macro-AUC",
+    "p_at_5": "P@5",
+    "p_at_8": "P@8",
+}
+
+# Bars that show metrics rather than methods (improvement, std figures): one blue ramp.
+METRIC_COLOURS = {"micro_f1": "#9ECAE1", "macro_f1": "#3182BD", "map": "#08519C"}
+
+# Figure geometry: widths in inches of a one-column and a two-column (full-width) figure.
+COLUMN_WIDTH_IN = 3.4
+FULL_WIDTH_IN = 7.0
+PNG_DPI = 200
+MISSING_COLOUR = "#BBBBBB"
+
+RC_PARAMS = {
+    "font.family": "DejaVu Sans",
+    "font.size": 8,
+    "axes.titlesize": 9,
+    "axes.labelsize": 8,
+    "xtick.labelsize": 7,
+    "ytick.labelsize": 7,
+    "legend.fontsize": 7,
+    "legend.frameon": False,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+    "grid.linewidth": 0.5,
+    "pdf.fonttype": 42,  # embed TrueType so the PDF text stays selectable and editable
+    "savefig.dpi": PNG_DPI,
+}
+
+
+def dataset_name(key: str) -> str:
+    """Paper name of a dataset key (unknown keys as given)."""
+    return DATASET_DISPLAY_NAMES.get(key, key)
+
+
+def method_name(key: str) -> str:
+    """Paper name of a loss key (unknown keys, e.g. published SOTA models, as given)."""
+    return METHOD_DISPLAY_NAMES.get(key, key)
+
+
+def method_colour(key: str) -> str:
+    """The fixed colour of a loss key; black for anything else."""
+    return METHOD_COLOURS.get(key, "#000000")
+
+
+def encoder_name(role: str) -> str:
+    """Paper name of an encoder role."""
+    return ENCODER_DISPLAY_NAMES.get(role, role)
+
+
+def metric_colour(key: str) -> str:
+    """The fixed colour of a metric's bars; grey for others."""
+    return METRIC_COLOURS.get(key, "#7F7F7F")
+
+
+def metric_name(key: str) -> str:
+    """Display name of a metric key."""
+    return METRIC_DISPLAY_NAMES.get(key, key)
+
+
+def mimic_dataset(family: str, label_space: str) -> str:
+    """Dataset key of a MIMIC family and label space, e.g. ('mimic4_icd9', '50') -> 'mimic4_icd9_50'."""
+    return f"{family}_{label_space}"
+
+
+def precision_at_k_metric(label_space: str) -> str:
+    """The P@k metric the paper reports for a label space: P@8 for Full, P@5 for Top-50."""
+    return "p_at_8" if label_space == "full" else "p_at_5"
+
+
+def apply_style() -> None:
+    """Set the shared matplotlib defaults (Agg backend, fonts, grid)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    matplotlib.rcParams.update(RC_PARAMS)

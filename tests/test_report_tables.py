@@ -1,0 +1,302 @@
+"""`collect` (metrics.json tree -> tidy CSV) and every paper table built from small synthetic results."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from mscl.errors import InputError
+from mscl.report import collect, tables
+from mscl.report.collect import RUN_COLUMNS, collect_runs, load_runs, read_test_scores
+
+# ------------------------------------------------------------------------ collect
+
+# Four labels; training counts 50/25/15/10 put a and b in the head (75% >= 60%), c and d in the tail.
+TRAIN_COUNTS = {"a": 50, "b": 25, "c": 15, "d": 10}
+# Label order in the score file differs from the counts on purpose: buckets must follow names.
+SCORE_LABELS = ["c", "a", "d", "b"]
+# Gold sets per test example and the labels predicted (score 0.9; others 0.1).
+GOLD = [{"a", "b"}, {"a", "c"}, {"b", "d"}, {"a"}]
+PREDICTED = [{"a", "b"}, {"a", "b"}, {"d"}, {"a"}]
+# Per-class F1: a 1 (3 tp), b 0.5 (1 tp, 1 fp, 1 fn), c 0 (1 fn), d 1 -> head 0.75, tail 0.5.
+
+
+def write_probe(root: Path, dataset: str, encoder: str, loss: str, batch: int, seed: int, test: dict, scores: bool) -> Path:
+    """A probe folder like the training stage writes; returns its metrics.json path."""
+    probe = root / "runs" / dataset / encoder / loss / f"bs{batch}" / f"seed{seed}" / "probe"
+    probe.mkdir(parents=True)
+    document = {"test": test, "val_best": {"micro_f1": 0.5, "epoch_note": "text is ignored"}, "best_epoch": 3, "num_labels": 4, "spec": {}}
+    (probe / "metrics.json").write_text(json.dumps(document))
+    if scores:
+        # As mscl.train.probe writes it: fixed-size score lists, vocabulary in the schema metadata.
+        values = pa.array(np.array([[0.9 if name in chosen else 0.1 for name in SCORE_LABELS] for chosen in PREDICTED], dtype=np.float32).ravel())
+        table = pa.table({"id": ["e0", "e1", "e2", "e3"], "labels": [sorted(gold) for gold in GOLD], "scores": pa.FixedSizeListArray.from_arrays(values, len(SCORE_LABELS))})
+        pq.write_table(table.replace_schema_metadata({"mscl.label_names": json.dumps(SCORE_LABELS)}), probe / "test_scores.parquet")
+    return probe / "metrics.json"
+
+
+@pytest.fixture
+def run_tree(tmp_path: Path) -> tuple[list[Path], Path]:
+    coco = write_probe(tmp_path, "coco", "resnet_tiny", "simdissim", 32, 0, {"micro_f1": 0.61, "macro_f1": 0.42, "map": None}, True)
+    aapd = write_probe(tmp_path, "aapd", "roberta_tiny", "any", 16, 1, {"micro_f1": 0.7, "macro_f1": 0.3}, False)
+    stats = tmp_path / "coco_stats.json"
+    stats.write_text(json.dumps({"splits": {"train": {"label_frequency": TRAIN_COUNTS}}}))
+    return [coco, aapd], stats
+
+
+ROLES = {"resnet_tiny": "resnet", "roberta_tiny": "roberta"}
+
+
+def test_collect_parses_paths_roles_and_computes_bucket_metrics(run_tree):
+    paths, stats = run_tree
+    frame = collect_runs(paths, ROLES, {"coco": collect.read_train_counts(stats)})
+    assert list(frame.columns) == list(RUN_COLUMNS)
+    coco = frame[(frame["dataset"] == "coco") & (frame["split"] == "test")].set_index("metric")
+    assert set(coco["encoder"]) == {"resnet_tiny"} and set(coco["encoder_role"]) == {"resnet"}
+    assert set(coco["loss"]) == {"simdissim"} and set(coco["batch_size"]) == {32} and set(coco["seed"]) == {0}
+    assert coco.loc["micro_f1", "value"] == pytest.approx(0.61)
+    assert math.isnan(coco.loc["map", "value"])  # the probe's null (NaN) kept, not dropped
+    assert coco.loc["bucket_head_macro_f1", "value"] == pytest.approx(0.75)
+    assert coco.loc["bucket_tail_macro_f1", "value"] == pytest.approx(0.5)
+    assert (coco.loc["bucket_head_labels", "value"], coco.loc["bucket_tail_labels", "value"]) == (2, 2)
+    aapd = frame[frame["dataset"] == "aapd"]
+    assert set(aapd["encoder_role"]) == {"roberta"} and set(aapd["seed"]) == {1} and set(aapd["batch_size"]) == {16}
+    assert not aapd["metric"].str.startswith("bucket").any()  # no --train-counts for aapd
+    val = frame[frame["split"] == "val"]
+    assert set(val["metric"]) == {"micro_f1"} and len(val) == 2  # non-numeric entries skipped
+
+
+def test_collect_cli_writes_a_csv_that_loads_back(run_tree, tmp_path):
+    paths, stats = run_tree
+    out = tmp_path / "metrics" / "all_runs.csv"
+    argv = ["--metrics", *map(str, paths), "--roles", "resnet_tiny=resnet", "roberta_tiny=roberta", "--train-counts", f"coco={stats}", "--out", str(out)]
+    assert collect.main(argv) == 0
+    runs = load_runs(out)
+    assert len(runs) == (3 + 4) + 2 + 2  # coco test metrics + 4 bucket rows, aapd test, 2 val rows
+    head = runs[(runs["metric"] == "bucket_head_macro_f1")]["value"]
+    assert head.tolist() == [pytest.approx(0.75)]
+    assert runs["value"].isna().sum() == 1
+
+
+def test_collect_rejects_unknown_encoders_bad_roles_and_bad_paths(run_tree, tmp_path):
+    paths, _ = run_tree
+    with pytest.raises(InputError, match="roberta_tiny"):
+        collect_runs(paths, {"resnet_tiny": "resnet"})
+    with pytest.raises(InputError, match="role 'bert'"):
+        collect.parse_roles(["roberta_tiny=bert"])
+    stray = tmp_path / "elsewhere" / "metrics.json"
+    stray.parent.mkdir()
+    stray.write_text("{}")
+    with pytest.raises(InputError, match="does not follow"):
+        collect_runs([stray], ROLES)
+
+
+def test_read_test_scores_accepts_npz_and_parquet_with_labels_txt(run_tree, tmp_path):
+    paths, _ = run_tree
+    ids, y_true, scores, labels = read_test_scores(paths[0].parent)
+    assert labels == SCORE_LABELS and list(ids) == ["e0", "e1", "e2", "e3"]
+    assert y_true[1].tolist() == [1, 1, 0, 0]  # e1 holds a and c; columns are c, a, d, b
+    npz_probe, list_probe = tmp_path / "npz_probe", tmp_path / "list_probe"
+    npz_probe.mkdir()
+    np.savez(npz_probe / "test_scores.npz", ids=ids, y_true=y_true, scores=scores, labels=np.array(labels))
+    list_probe.mkdir()
+    (list_probe / "labels.txt").write_text("\n".join(labels) + "\n")
+    gold = [[labels[j] for j in np.flatnonzero(row)] for row in y_true]
+    pd.DataFrame({"id": ids, "labels": gold, "scores": [list(map(float, row)) for row in scores]}).to_parquet(list_probe / "test_scores.parquet")
+    for probe in (npz_probe, list_probe):
+        ids2, y_true2, scores2, labels2 = read_test_scores(probe)
+        assert list(ids2) == list(ids) and labels2 == labels
+        np.testing.assert_array_equal(y_true2, y_true)
+        np.testing.assert_allclose(scores2, scores)
+    with pytest.raises(InputError, match="no test scores"):
+        read_test_scores(tmp_path)
+
+
+# ------------------------------------------------------------------------- tables
+
+
+def tidy(rows: list[tuple]) -> pd.DataFrame:
+    """Tidy runs from (dataset, role, loss, metric, value[, seed[, batch[, split]]]) tuples."""
+    records = []
+    for row in rows:
+        dataset, role, loss, metric, value, *rest = row
+        seed, batch, split = (list(rest) + [0, 32, "test"][len(rest) :])[:3]
+        records.append({"dataset": dataset, "encoder": f"{role}_enc", "encoder_role": role, "loss": loss, "batch_size": batch, "seed": seed, "split": split, "metric": metric, "value": value})
+    return pd.DataFrame(records, columns=list(RUN_COLUMNS))
+
+
+def md_row(markdown: str, label: str) -> list[str]:
+    """The cells of the Markdown row whose first cell is `label`."""
+    for line in markdown.splitlines():
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if cells[0] == label:
+            return cells[1:]
+    raise AssertionError(f"no row {label!r}")
+
+
+def test_image_table_mean_std_bold_and_missing_marker():
+    runs = tidy(
+        [
+            ("coco", "resnet", "simdissim", "micro_f1", 0.70, 0),
+            ("coco", "resnet", "simdissim", "micro_f1", 0.72, 1),
+            ("coco", "resnet", "mulsupcon", "micro_f1", 0.705),
+            ("coco", "resnet", "all", "micro_f1", 0.6),
+            ("coco", "resnet", "all", "macro_f1", 0.55),
+            ("coco", "resnet", "any", "macro_f1", 0.5),
+        ]
+    )
+    table = tables.build_table("image", runs)
+    markdown, latex, csv = tables.to_markdown(table), tables.to_latex(table), table.records
+    assert md_row(markdown, "Sim-Dissim")[0] == "**71.00 ± 1.4**"  # mean of 70/72, sample std 1.41
+    assert md_row(markdown, "MulSupCon")[0] == "70.50"
+    assert md_row(markdown, "ALL")[:2] == ["60.00", "**55.00**"]
+    assert md_row(markdown, "MSC") == ["missing"] * 9
+    assert r"\textbf{71.00 $\pm$ 1.4}" in latex and "& -- &" in latex
+    assert "--: no result in this run" in latex and "mean ± sample std over 2 seeds" in markdown
+    assert r"\multicolumn{3}{c}{\textbf{MS-COCO}}" in latex and r"\cmidrule(lr){2-4}" in latex
+    cell = csv[(csv["method"] == "simdissim") & (csv["dataset"] == "coco") & (csv["metric"] == "micro_f1")].iloc[0]
+    assert (cell["mean"], cell["seeds"], cell["best"], cell["status"]) == (pytest.approx(71.0), 2, True, "ok")
+    assert cell["std"] == pytest.approx(math.sqrt(2))
+    assert len(csv) == 63 and (csv["status"] == "missing").sum() == 63 - 5
+
+
+def test_whole_grid_missing_still_renders():
+    empty = tidy([])
+    for name in ("image", "aapd", "mimic_full", "mimic_50", "sota", "ablation", "paper_vs_run"):
+        table = tables.build_table(name, empty)
+        assert tables.to_latex(table).startswith(r"\begin{tabular}")
+        expected = "0 paper cells compared" if name == "paper_vs_run" else "| missing |"
+        assert expected in tables.to_markdown(table)
+    image = tables.build_table("image", empty).records
+    assert (image["status"] == "missing").all() and not image["best"].any()
+
+
+def test_ties_on_the_displayed_mean_are_all_bold():
+    runs = tidy([("aapd", "roberta", "all", "micro_f1", 0.73231), ("aapd", "roberta", "any", "micro_f1", 0.73229), ("aapd", "roberta", "mulsupcon", "micro_f1", 0.7)])
+    markdown = tables.to_markdown(tables.build_table("aapd", runs))
+    assert md_row(markdown, "ALL")[0] == md_row(markdown, "ANY")[0] == "**73.23**"
+    assert md_row(markdown, "Sim-Dissim") == ["missing"] * 4
+
+
+def test_mimic_table_bolds_within_each_encoder_block():
+    runs = tidy(
+        [
+            ("mimic3_full", "roberta", "all", "macro_auc", 0.80),
+            ("mimic3_full", "roberta", "simdissim", "macro_auc", 0.81),
+            ("mimic3_full", "plm_icd", "all", "macro_auc", 0.95),
+            ("mimic3_full", "plm_icd", "simdissim", "macro_auc", 0.90),
+            ("mimic3_full", "plm_icd", "simdissim", "p_at_8", 0.75),
+            ("mimic3_50", "plm_icd", "simdissim", "p_at_5", 0.60),
+        ]
+    )
+    full = tables.build_table("mimic_full", runs)
+    best = full.records[full.records["best"]]
+    assert set(zip(best["encoder_role"], best["method"], best["metric"])) == {("roberta", "simdissim", "macro_auc"), ("plm_icd", "all", "macro_auc"), ("plm_icd", "simdissim", "p_at_8")}
+    latex = tables.to_latex(full)
+    assert r"\multicolumn{16}{c}{\textbf{PLM-ICD}}" in latex and "P@8" in latex and "Ours" in latex
+    assert r"\multicolumn{2}{c}{AUC}" in latex
+    fifty = tables.build_table("mimic_50", runs).records
+    assert set(fifty["metric"]) == {"macro_auc", "micro_auc", "macro_f1", "micro_f1", "p_at_5"}
+    assert fifty.loc[fifty["status"] == "ok", "mean"].tolist() == [pytest.approx(60.0)]
+
+
+def test_sota_table_places_the_run_row_above_the_rule_with_one_decimal():
+    runs = tidy([("mimic3_full", "plm_icd", "simdissim", m, v) for m, v in (("macro_auc", 0.9, ), ("micro_auc", 0.99), ("macro_f1", 0.11), ("micro_f1", 0.631), ("p_at_8", 0.7))])
+    table = tables.build_table("sota", runs)
+    labels = [item[0].text if isinstance(item, list) else "RULE" for item in table.body]
+    assert labels.index("Sim-Dissim (this run)") == labels.index("Sim-Dissim (paper)") + 1
+    assert labels[labels.index("Sim-Dissim (this run)") + 1 :] == ["RULE", "MRR", "AKIL"]
+    markdown = tables.to_markdown(table)
+    assert md_row(markdown, "Sim-Dissim (this run)") == ["90.0", "99.0", "11.0", "**63.1**", "70.0"]
+    assert md_row(markdown, "GKI-ICD")[0] == "**96.2**" and md_row(markdown, "GKI-ICD")[3] == "62.3"
+    assert md_row(markdown, "MRR")[1] == "99.5"  # higher than every row above, but not comparable: not bold
+    assert md_row(markdown, "Sim-Dissim (paper)")[1] == "**99.4**"
+    assert md_row(markdown, "KEPTLongformer")[:2] == ["-", "-"]
+    assert "not strictly comparable" in markdown
+
+
+def test_ablation_table_marks_factors():
+    runs = tidy([("coco", "resnet", "sim", "micro_f1", 0.6722), ("aapd", "roberta", "dissim", "macro_f1", 0.5803)])
+    table = tables.build_table("ablation", runs)
+    latex, markdown = tables.to_latex(table), tables.to_markdown(table)
+    assert r"$\checkmark$ & $\times$ & \textbf{67.22} & -- & -- & -- \\" in latex
+    assert r"$\times$ & $\checkmark$ & -- & -- & -- & \textbf{58.03} \\" in latex
+    assert "| ✓ | ✗ | **67.22** | missing | missing | missing |" in markdown
+    assert "| ✗ | ✗ | missing | missing | missing | missing |" in markdown  # ANY: no result
+
+
+def test_paper_vs_run_lists_deltas_and_counts_lacking_cells():
+    runs = tidy([("coco", "resnet", "simdissim", "micro_f1", 0.74), ("coco", "resnet", "any", "micro_f1", 0.6480), ("aapd", "roberta", "any", "macro_f1", 0.58)])
+    table = tables.build_table("paper_vs_run", runs)
+    frame = table.records.set_index("cell")
+    assert frame.loc["results-image/coco/resnet/simdissim/micro_f1", "delta"] == pytest.approx(0.60)
+    assert frame.loc["ablation/coco/resnet/any/micro_f1", "delta"] == pytest.approx(0.0)
+    assert frame.loc["results-text/aapd/roberta/any/macro_f1", "delta"] == pytest.approx(-0.55)
+    assert (frame["status"] == "ok").sum() == 6  # each run cell appears in two paper tables
+    total = len(frame)
+    assert total == 63 + 16 + 16 + 360 + 5  # loss cells of all result tables (SOTA: the paper's own row)
+    markdown = tables.to_markdown(table)
+    assert f"{total - 6} of the paper's {total} cells have no result" in markdown
+    assert "| results-image | results-image/coco/resnet/simdissim/micro_f1 | 73.40 | 74.00 | +0.60 |" in markdown
+
+
+def test_default_batch_size_is_the_one_most_runs_share_and_can_be_overridden():
+    runs = tidy([("coco", "resnet", m, "micro_f1", 0.5 + i / 100, 0, 32) for i, m in enumerate(("all", "any", "mulsupcon", "simdissim"))] + [("coco", "resnet", "simdissim", "micro_f1", 0.9, 0, 64)])
+    default = tables.build_table("image", runs).records
+    assert default.loc[(default["method"] == "simdissim") & (default["metric"] == "micro_f1"), "mean"].iloc[0] == pytest.approx(53.0)
+    chosen = tables.build_table("image", runs, batch_size=64).records.query("dataset == 'coco'").set_index(["method", "metric"])
+    assert chosen.loc[("simdissim", "micro_f1"), "mean"] == pytest.approx(90.0)
+    assert chosen.loc[("all", "micro_f1"), "status"] == "missing"
+
+
+def test_two_encoders_for_one_role_is_an_error():
+    runs = tidy([("coco", "resnet", "all", "micro_f1", 0.5), ("coco", "resnet", "all", "micro_f1", 0.6, 1)])
+    runs.loc[1, "encoder"] = "other"
+    with pytest.raises(InputError, match="map to role 'resnet'"):
+        tables.build_table("image", runs)
+
+
+def write_benchmark(path: Path, rows: list[str]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    header = "s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time"
+    path.write_text("\n".join([header, *rows]) + "\n")
+    return path
+
+
+def test_cost_table_sums_hours_and_takes_max_rss(tmp_path):
+    bench = tmp_path / "benchmarks"
+    files = [
+        write_benchmark(bench / "pretrain/coco/resnet_tiny/all/bs32/seed0.tsv", ["3600\t1:00:00\t2048\t1\t1\t1\t0\t0\t90\t7200"]),
+        # Two repeats of one job: averaged (wall 1800 s, cpu 3600 s, rss 1024 MB).
+        write_benchmark(bench / "pretrain/coco/resnet_tiny/any/bs32/seed0.tsv", ["1200\t0:20:00\t512\t1\t1\t1\t0\t0\t90\t3000", "2400\t0:40:00\t1536\t1\t1\t1\t0\t0\t90\t4200"]),
+        write_benchmark(bench / "probe/coco/resnet_tiny/any/bs32/seed0.tsv", ["36\t0:00:36\tNA\t-\t-\t-\t-\t-\t-\tNA"]),
+    ]
+    out = tmp_path / "tables" / "cost"
+    assert tables.main(["cost", "--out-prefix", str(out), "--benchmarks", *map(str, files)]) == 0
+    frame = pd.read_csv(out.with_suffix(".csv")).set_index("rule")
+    assert frame.loc["pretrain", "jobs"] == 2
+    assert frame.loc["pretrain", "wall_hours"] == pytest.approx(1.5)
+    assert frame.loc["pretrain", "cpu_hours"] == pytest.approx(3.0)
+    assert frame.loc["pretrain", "max_rss_gb"] == pytest.approx(2.0)
+    assert frame.loc["probe", "wall_hours"] == pytest.approx(0.01) and math.isnan(frame.loc["probe", "cpu_hours"])
+    markdown = out.with_suffix(".md").read_text()
+    assert "| probe | coco | resnet_tiny | 1 | n/a | 0.010 | n/a |" in markdown
+
+
+def test_table_cli_writes_three_files_and_needs_runs(tmp_path):
+    runs_csv = tmp_path / "all_runs.csv"
+    tidy([("aapd", "llama", "simdissim", "micro_f1", 0.7561)]).to_csv(runs_csv, index=False)
+    prefix = tmp_path / "tables" / "aapd"
+    assert tables.main(["aapd", "--runs", str(runs_csv), "--out-prefix", str(prefix)]) == 0
+    assert "75.61" in prefix.with_suffix(".tex").read_text()
+    assert "missing" in prefix.with_suffix(".md").read_text()
+    assert len(pd.read_csv(prefix.with_suffix(".csv"))) == 16
+    with pytest.raises(InputError, match="--runs"):
+        tables.main(["image", "--out-prefix", str(prefix)])
