@@ -1,0 +1,209 @@
+"""Manifest splits as tensors, datasets, view transforms and seeded DataLoaders.
+
+Image batches are `{"images": [B, 3, H, W]}` (one view) or `[B, 2, 3, H, W]` (two SimCLR
+views); text batches are `{"text": [B strings]}`: the training step tokenises once and gets
+its two views from two dropout-noised encoder passes. Every batch also has `labels` [B, L].
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import torch
+from PIL import Image
+from torch import Tensor
+from torch.utils.data import DataLoader, Dataset
+from torchvision.transforms import v2
+
+from mscl.data.manifest import read_split, read_stats
+from mscl.errors import InputError
+
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+# Evaluation resizes the shorter side to image_size / 0.875 and centre-crops image_size:
+# the ImageNet convention (256 -> 224).
+EVAL_CROP_FRACTION = 0.875
+# token_dropout views hide this fraction of each text's tokens (besides dropout noise).
+TOKEN_DROP_RATE = 0.1
+
+
+@dataclass(frozen=True)
+class Split:
+    """One split of a prepared manifest, ready for a Dataset."""
+
+    ids: list[str]
+    items: list[str]  # texts, or absolute image paths
+    targets: Tensor  # [N, L] float32 multi-hot over the vocabulary
+    ignored_labels: int  # label occurrences outside the vocabulary (dropped, counted)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+def multi_hot(label_lists: Sequence[Sequence[str]], vocabulary: Sequence[str]) -> tuple[Tensor, int]:
+    """[N, L] float32 multi-hot targets, and how many label occurrences were not in `vocabulary`."""
+    column = {label: index for index, label in enumerate(vocabulary)}
+    targets = torch.zeros(len(label_lists), len(vocabulary), dtype=torch.float32)
+    ignored = 0
+    for row, labels in enumerate(label_lists):
+        for label in labels:
+            index = column.get(label)
+            if index is None:
+                ignored += 1
+            else:
+                targets[row, index] = 1.0
+    return targets, ignored
+
+
+def load_split(data_dir: str | Path, split: str, vocabulary: Sequence[str], modality: str) -> Split:
+    """Read a split; image paths become absolute (stats.json's root), texts stay as they are."""
+    frame = read_split(data_dir, split)
+    content = "text" if modality == "text" else "path"
+    if content not in frame.columns:
+        raise InputError(
+            Path(data_dir) / f"{split}.parquet",
+            f"the encoder reads {modality} but this manifest has no {content!r} column",
+            "pair image encoders with image datasets and text encoders with text datasets",
+        )
+    if modality == "text":
+        items = frame["text"].astype(str).tolist()
+    else:
+        root = Path(read_stats(data_dir).get("root", "."))
+        items = [str(root / path) for path in frame["path"]]
+    targets, ignored = multi_hot(frame["labels"].tolist(), vocabulary)
+    return Split(frame["id"].astype(str).tolist(), items, targets, ignored)
+
+
+# ------------------------------------------------------------------------- transforms
+
+
+def train_view_transform(image_size: int, crop_scale_min: float) -> Callable[[Image.Image], Tensor]:
+    """One SimCLR-style random view (SupCon's augmentation list), normalised for ImageNet."""
+    return v2.Compose(
+        [
+            v2.RandomResizedCrop(image_size, scale=(crop_scale_min, 1.0), antialias=True),
+            v2.RandomHorizontalFlip(),
+            v2.RandomApply([v2.ColorJitter(0.4, 0.4, 0.4, 0.1)], p=0.8),
+            v2.RandomGrayscale(p=0.2),
+            v2.ToImage(),
+            v2.ToDtype(torch.float32, scale=True),
+            v2.Normalize(IMAGENET_MEAN, IMAGENET_STD),
+        ]
+    )
+
+
+def eval_transform(image_size: int) -> Callable[[Image.Image], Tensor]:
+    """Deterministic view for feature extraction: resize, centre crop, normalise."""
+    return v2.Compose(
+        [
+            v2.Resize(round(image_size / EVAL_CROP_FRACTION), antialias=True),
+            v2.CenterCrop(image_size),
+            v2.ToImage(),
+            v2.ToDtype(torch.float32, scale=True),
+            v2.Normalize(IMAGENET_MEAN, IMAGENET_STD),
+        ]
+    )
+
+
+def open_rgb(path: str) -> Image.Image:
+    try:
+        with Image.open(path) as image:
+            return image.convert("RGB")
+    except (OSError, ValueError) as error:
+        raise InputError(path, f"cannot read the image ({error})", "re-run the dataset's preprocessing rule")
+
+
+# --------------------------------------------------------------------------- datasets
+
+
+class ImageDataset(Dataset):
+    """Images with `views` random views each (2 for pretraining) or one eval view (views=1)."""
+
+    def __init__(self, split: Split, transform: Callable[[Image.Image], Tensor], views: int):
+        self.split = split
+        self.transform = transform
+        self.views = views
+
+    def __len__(self) -> int:
+        return len(self.split)
+
+    def __getitem__(self, index: int) -> dict[str, Tensor]:
+        image = open_rgb(self.split.items[index])
+        if self.views == 1:
+            images = self.transform(image)
+        else:
+            images = torch.stack([self.transform(image) for _ in range(self.views)])
+        return {"images": images, "labels": self.split.targets[index]}
+
+
+class TextDataset(Dataset):
+    """Raw texts; tokenisation happens once per batch in the training step."""
+
+    def __init__(self, split: Split):
+        self.split = split
+
+    def __len__(self) -> int:
+        return len(self.split)
+
+    def __getitem__(self, index: int) -> dict[str, Any]:
+        return {"text": self.split.items[index], "labels": self.split.targets[index]}
+
+
+def pretrain_dataset(split: Split, modality: str, image_size: int, crop_scale_min: float) -> Dataset:
+    if modality == "text":
+        return TextDataset(split)
+    return ImageDataset(split, train_view_transform(image_size, crop_scale_min), views=2)
+
+
+def eval_dataset(split: Split, modality: str, image_size: int) -> Dataset:
+    if modality == "text":
+        return TextDataset(split)
+    return ImageDataset(split, eval_transform(image_size), views=1)
+
+
+def _seed_worker(worker_id: int) -> None:
+    """Seed python/numpy in a worker from its torch seed (torch derives that from the generator)."""
+    seed = torch.initial_seed() % 2**32
+    random.seed(seed)
+    np.random.seed(seed)
+
+
+def make_loader(
+    dataset: Dataset,
+    batch_size: int,
+    *,
+    shuffle: bool,
+    drop_last: bool,
+    generator: torch.Generator | None,
+    num_workers: int,
+    device: torch.device,
+) -> DataLoader:
+    """A DataLoader whose order and worker seeds come from `generator` (reproducible)."""
+    return DataLoader(
+        dataset,
+        batch_size=batch_size,
+        shuffle=shuffle,
+        drop_last=drop_last,
+        generator=generator,
+        num_workers=num_workers,
+        pin_memory=device.type == "cuda",
+        worker_init_fn=_seed_worker if num_workers else None,
+    )
+
+
+def drop_tokens(tokens: dict[str, Tensor], rate: float) -> dict[str, Tensor]:
+    """A copy of a tokenised batch with `rate` of its attended tokens masked out of attention.
+
+    The first position of every row (BOS/CLS, or the first token of a chunk) is always kept
+    so that no row is left without a token; padding stays padding.
+    """
+    mask = tokens.get("attention_mask")
+    if mask is None:
+        raise ValueError("token_dropout needs an attention_mask in the tokenised batch; use text_views 'dropout'")
+    keep = torch.rand(mask.shape, device=mask.device) >= rate
+    keep[..., 0] = True
+    return {**tokens, "attention_mask": mask * keep.to(mask.dtype)}

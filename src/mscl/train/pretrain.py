@@ -1,0 +1,360 @@
+"""`python -m mscl pretrain`: contrastive pretraining of encoder + projection head.
+
+    python -m mscl pretrain --data DIR --spec JSON_OR_FILE --out DIR [--stop-after-epoch K]
+
+One plain loop: every step draws a batch, makes two views per sample (two random image crops,
+or two dropout-noised passes over the same tokenised text), projects them to L2-normalised
+features [B, 2, D] and minimises the spec's multi-label contrastive loss. The learning rate
+follows a linear warm-up then a cosine decay to 0, set by hand every step.
+
+At the end of every epoch the full training state is checkpointed atomically; a rerun with
+the same --out resumes from it and ends with weights identical (on CPU) to an uninterrupted
+run. `--stop-after-epoch K` exits with code 3 right after checkpointing epoch K, which
+simulates a job killed by the cluster (tests use it to check resuming).
+
+Outputs in --out: resolved_spec.json, versions.json, train_log.csv, checkpoint.pt, head.pt
+and, written last, encoder.pt (the encoder's trainable parameters and buffers).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+import torch
+from torch import Tensor, nn
+from tqdm import tqdm
+
+from mscl.data.manifest import read_labels
+from mscl.errors import InputError
+from mscl.io import write_json, write_text
+from mscl.losses import PROTOTYPE_LOSSES, make_loss
+from mscl.train.data import TOKEN_DROP_RATE, Split, drop_tokens, load_split, make_loader, pretrain_dataset
+from mscl.train.runtime import (
+    autocast,
+    capture_rng,
+    load_checkpoint,
+    load_trainable_state,
+    pick_device,
+    resolve_precision,
+    restore_rng,
+    save_checkpoint,
+    seed_everything,
+    software_versions,
+    trainable_state,
+)
+from mscl.train.spec import FOLDER_KINDS, RunSpec, load_spec
+
+EXIT_STOPPED = 3  # --stop-after-epoch: the exit code of a deliberately interrupted run
+CHECKPOINT_FORMAT = 1
+LOG_COLUMNS = ("epoch", "steps", "loss", "lr", "samples_per_second", "seconds")
+PROGRESS_EVERY = 10  # steps between progress-bar loss updates (each one syncs the GPU)
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m mscl pretrain", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", required=True, type=Path, help="prepared manifest folder")
+    parser.add_argument("--spec", required=True, help="run spec: inline JSON starting with '{' or a JSON/YAML file")
+    parser.add_argument("--out", required=True, type=Path, help="output folder (a rerun resumes from its checkpoint)")
+    parser.add_argument(
+        "--stop-after-epoch",
+        type=int,
+        default=None,
+        metavar="K",
+        help=f"exit with code {EXIT_STOPPED} right after checkpointing epoch K (simulates a killed job)",
+    )
+    return parser.parse_args(argv)
+
+
+# ------------------------------------------------------------------------ pure helpers
+
+
+def warmup_steps_for(total_steps: int, warmup_fraction: float) -> int:
+    """Number of warm-up steps: `warmup_fraction` of all steps, rounded."""
+    return round(total_steps * warmup_fraction)
+
+
+def learning_rate(step: int, total_steps: int, warmup_steps: int, base_lr: float) -> float:
+    """LR of 0-based `step`: linear warm-up to base_lr over `warmup_steps`, then cosine to 0.
+
+    Warm-up step s uses base_lr * (s + 1) / warmup_steps, so the first step already moves;
+    afterwards lr = base_lr * (1 + cos(pi * t)) / 2 with t = (step - warmup) / (total - warmup),
+    which is base_lr at the first post-warm-up step and reaches 0 at step == total_steps.
+    """
+    if step < warmup_steps:
+        return base_lr * (step + 1) / warmup_steps
+    progress = min(1.0, (step - warmup_steps) / max(1, total_steps - warmup_steps))
+    return base_lr * 0.5 * (1.0 + math.cos(math.pi * progress))
+
+
+def steps_per_epoch_for(train_size: int, batch_size: int, max_steps: int | None) -> int:
+    """Full batches per epoch (drop_last), capped by max_steps_per_epoch."""
+    full_batches = train_size // batch_size
+    return full_batches if max_steps is None else min(full_batches, max_steps)
+
+
+# -------------------------------------------------------------------------- validation
+
+
+def check_model_folder(encoder: dict[str, Any]) -> None:
+    """A folder-based encoder's path must be an existing folder unless it is a hub id.
+
+    Uses the models' own rule (`mscl.models.text.looks_local`): `name` and `org/name` are hub
+    ids (for users with a hub connection); anything else must exist locally.
+    """
+    if encoder["kind"] not in FOLDER_KINDS:
+        return
+    from mscl.models.text import looks_local
+
+    path = str(encoder["path"])
+    if looks_local(path) and not Path(path).expanduser().is_dir():
+        raise InputError(
+            path,
+            "model folder not found",
+            "point encoder.path at a local model folder (`python -m mscl make-tiny-models --out DIR` writes tiny ones)",
+            field="encoder.path",
+        )
+
+
+def validate_inputs(spec: RunSpec, data_dir: Path) -> tuple[list[str], Split]:
+    """Cheap checks before any model is built or any output written; returns (vocabulary, train)."""
+    check_model_folder(spec.encoder)
+    vocabulary = read_labels(data_dir)
+    train = load_split(data_dir, "train", vocabulary, spec.modality)
+    if spec.batch_size > len(train):
+        raise InputError(
+            data_dir / "train.parquet",
+            f"batch_size {spec.batch_size} is larger than the train split ({len(train)} samples)",
+            f"use a batch_size <= {len(train)}",
+            field="batch_size",
+        )
+    return vocabulary, train
+
+
+# ---------------------------------------------------------------------------- model
+
+
+def build_model(spec: RunSpec, num_labels: int, device: torch.device) -> tuple[nn.Module, nn.Module, nn.Module]:
+    """Encoder, projection head and loss (the loss may hold prototypes), on `device`."""
+    from mscl.models import ProjectionHead
+
+    encoder = encoder_from_spec(spec, num_labels)
+    head = ProjectionHead(encoder.output_dim, spec.pretrain.projection_dim)
+    options = {**spec.loss_options, "temperature": spec.pretrain.temperature}
+    if spec.loss in PROTOTYPE_LOSSES:
+        options.update(num_labels=num_labels, dim=spec.pretrain.projection_dim)
+    try:
+        loss_fn = make_loss(spec.loss, **options)
+    except ValueError as error:
+        raise InputError("--spec", str(error), "fix loss_options", field="loss_options")
+    return encoder.to(device), head.to(device), loss_fn.to(device)
+
+
+def encoder_from_spec(spec: RunSpec, num_labels: int) -> nn.Module:
+    """`mscl.models.build_encoder`, its spec errors turned into an InputError."""
+    from mscl.models import build_encoder
+
+    try:
+        return build_encoder(spec.encoder, num_labels)
+    except ValueError as error:
+        raise InputError("--spec", str(error), "fix the encoder spec", field="encoder")
+
+
+def trainable(module: nn.Module) -> list[nn.Parameter]:
+    return [p for p in module.parameters() if p.requires_grad]
+
+
+def make_optimizer(spec: RunSpec, encoder: nn.Module, head: nn.Module, loss_fn: nn.Module) -> torch.optim.Optimizer:
+    """SGD with momentum (images) or AdamW without decay on bias/LayerNorm (text).
+
+    Loss parameters (prototypes) never decay: they are L2-normalised before use, so decay
+    would only shrink their norm and thereby enlarge their effective step size.
+    """
+    from mscl.models import parameter_groups
+
+    cfg = spec.pretrain
+    prototype_group = [{"params": trainable(loss_fn), "weight_decay": 0.0}]
+    if cfg.optimizer == "sgd":
+        groups = [{"params": trainable(encoder) + trainable(head), "weight_decay": cfg.weight_decay}]
+        groups = [g for g in groups + prototype_group if g["params"]]
+        return torch.optim.SGD(groups, lr=cfg.lr, momentum=cfg.momentum)
+    groups = parameter_groups(nn.ModuleDict({"encoder": encoder, "head": head}), cfg.weight_decay)
+    groups = [g for g in list(groups) + prototype_group if list(g["params"])]
+    return torch.optim.AdamW(groups, lr=cfg.lr)
+
+
+def contrastive_features(
+    encoder: nn.Module, head: nn.Module, batch: dict[str, Any], modality: str, text_views: str, device: torch.device
+) -> Tensor:
+    """Two views per sample, projected and L2-normalised: [B, 2, D]."""
+    if modality == "image":
+        views = batch["images"].to(device, non_blocking=True)  # [B, 2, 3, H, W]
+        # One pass over both views (view-major), so BatchNorm statistics see both.
+        flat = torch.cat(views.unbind(1))
+        projected = head(encoder({"images": flat}))
+        return projected.view(2, len(views), -1).transpose(0, 1)
+    tokens = {key: value.to(device, non_blocking=True) for key, value in encoder.tokenize(batch["text"]).items()}
+    if text_views == "token_dropout":
+        passes = [drop_tokens(tokens, TOKEN_DROP_RATE) for _ in range(2)]
+    else:
+        passes = [tokens, tokens]  # two passes in train mode: different dropout masks (SimCSE)
+    return torch.stack([head(encoder(view)) for view in passes], dim=1)
+
+
+# ------------------------------------------------------------------------ bookkeeping
+
+
+def append_log_row(path: Path, row: dict[str, Any]) -> None:
+    """Rewrite train_log.csv atomically with the rows of earlier epochs plus `row`.
+
+    Rows of this epoch or later (left by a run killed between logging and checkpointing)
+    are replaced, so a resumed run never duplicates an epoch.
+    """
+    lines = path.read_text(encoding="utf-8").splitlines()[1:] if path.exists() else []
+    kept = [line for line in lines if line and int(line.split(",")[0]) < row["epoch"]]
+    new = ",".join(str(row[column]) for column in LOG_COLUMNS)
+    write_text(path, "\n".join([",".join(LOG_COLUMNS), *kept, new]) + "\n")
+
+
+def checkpoint_state(
+    epoch: int, step: int, steps_per_epoch: int, spec: RunSpec, encoder: nn.Module, head: nn.Module,
+    loss_fn: nn.Module, optimizer: torch.optim.Optimizer, generator: torch.Generator,
+) -> dict[str, Any]:  # fmt: skip
+    """Everything a resumed run needs, as weights_only-loadable values."""
+    return {
+        "format": CHECKPOINT_FORMAT,
+        "epoch": epoch,
+        "step": step,
+        "steps_per_epoch": steps_per_epoch,
+        "spec": spec.to_dict(),
+        "encoder": trainable_state(encoder),
+        "head": head.state_dict(),
+        "loss": loss_fn.state_dict(),
+        "optimizer": optimizer.state_dict(),
+        "rng": capture_rng(generator),
+    }
+
+
+def resume(
+    path: Path, spec: RunSpec, steps_per_epoch: int, encoder: nn.Module, head: nn.Module, loss_fn: nn.Module,
+    optimizer: torch.optim.Optimizer, generator: torch.Generator,
+) -> tuple[int, int]:  # fmt: skip
+    """Restore a checkpoint written by this spec; return (epochs done, steps done)."""
+    state = load_checkpoint(path)
+    if state.get("format") != CHECKPOINT_FORMAT or state.get("spec") != spec.to_dict():
+        raise InputError(path, "the checkpoint was written by a different run spec", "use a new --out or delete it")
+    if state["steps_per_epoch"] != steps_per_epoch:
+        raise InputError(
+            path,
+            f"the checkpoint has {state['steps_per_epoch']} steps per epoch, this data gives {steps_per_epoch}",
+            "resume with the same --data, or use a new --out",
+        )
+    load_trainable_state(encoder, state["encoder"], path)
+    head.load_state_dict(state["head"])
+    loss_fn.load_state_dict(state["loss"])
+    optimizer.load_state_dict(state["optimizer"])
+    restore_rng(state["rng"], generator)
+    return int(state["epoch"]), int(state["step"])
+
+
+# ------------------------------------------------------------------------------ loop
+
+
+def train_epoch(
+    epoch: int, first_step: int, steps: int, total_steps: int, loader: torch.utils.data.DataLoader,
+    encoder: nn.Module, head: nn.Module, loss_fn: nn.Module, optimizer: torch.optim.Optimizer,
+    spec: RunSpec, device: torch.device, precision: str,
+) -> dict[str, Any]:  # fmt: skip
+    """Run `steps` optimisation steps; return this epoch's train_log.csv row."""
+    cfg = spec.pretrain
+    warmup = warmup_steps_for(total_steps, cfg.warmup_fraction)
+    parameters = [p for group in optimizer.param_groups for p in group["params"]]
+    for module in (encoder, head, loss_fn):
+        module.train()
+    loss_sum = torch.zeros((), device=device)
+    lr = 0.0
+    started = time.perf_counter()
+    progress = tqdm(total=steps, desc=f"pretrain epoch {epoch}/{cfg.epochs}", disable=None, file=sys.stderr)
+    for index, batch in zip(range(steps), loader):
+        lr = learning_rate(first_step + index, total_steps, warmup, cfg.lr)
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        labels = batch["labels"].to(device, non_blocking=True)
+        with autocast(device, precision):
+            features = contrastive_features(encoder, head, batch, spec.modality, cfg.text_views, device)
+            loss = loss_fn(features, labels)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if cfg.grad_clip is not None:
+            nn.utils.clip_grad_norm_(parameters, cfg.grad_clip)
+        optimizer.step()
+        loss_sum += loss.detach()
+        progress.update()
+        if (index + 1) % PROGRESS_EVERY == 0:
+            progress.set_postfix(loss=f"{loss_sum.item() / (index + 1):.4f}")
+    progress.close()
+    seconds = time.perf_counter() - started
+    mean_loss = loss_sum.item() / steps
+    if not math.isfinite(mean_loss):
+        raise RuntimeError(f"pretraining loss is {mean_loss} in epoch {epoch}; lower pretrain.lr or use fp32")
+    return {
+        "epoch": epoch,
+        "steps": steps,
+        "loss": f"{mean_loss:.6f}",
+        "lr": f"{lr:.6g}",
+        "samples_per_second": f"{steps * spec.batch_size / seconds:.2f}",
+        "seconds": f"{seconds:.2f}",
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    spec = load_spec(args.spec)
+    vocabulary, train = validate_inputs(spec, args.data)
+    if train.ignored_labels:
+        print(f"pretrain: ignored {train.ignored_labels} train label(s) outside labels.txt", file=sys.stderr)
+    cfg = spec.pretrain
+    device = pick_device()
+    precision = resolve_precision(cfg.precision, device)
+    generator = seed_everything(spec.seed)
+    encoder, head, loss_fn = build_model(spec, len(vocabulary), device)
+    optimizer = make_optimizer(spec, encoder, head, loss_fn)
+    dataset = pretrain_dataset(train, spec.modality, cfg.image_size, cfg.crop_scale_min)
+    loader = make_loader(
+        dataset, spec.batch_size, shuffle=True, drop_last=True, generator=generator,
+        num_workers=cfg.num_workers, device=device,
+    )  # fmt: skip
+    steps_per_epoch = steps_per_epoch_for(len(train), spec.batch_size, cfg.max_steps_per_epoch)
+    total_steps = steps_per_epoch * cfg.epochs
+
+    out: Path = args.out
+    out.mkdir(parents=True, exist_ok=True)
+    checkpoint = out / "checkpoint.pt"
+    epochs_done, step = 0, 0
+    if checkpoint.exists():
+        epochs_done, step = resume(checkpoint, spec, steps_per_epoch, encoder, head, loss_fn, optimizer, generator)
+        print(f"pretrain: resumed from {checkpoint} after epoch {epochs_done}", file=sys.stderr)
+    write_json(out / "resolved_spec.json", spec.to_dict())
+    write_json(out / "versions.json", software_versions(device, precision))
+
+    for epoch in range(epochs_done + 1, cfg.epochs + 1):
+        row = train_epoch(
+            epoch, step, steps_per_epoch, total_steps, loader, encoder, head, loss_fn, optimizer,
+            spec, device, precision,
+        )  # fmt: skip
+        step += steps_per_epoch
+        append_log_row(out / "train_log.csv", row)
+        save_checkpoint(
+            checkpoint, checkpoint_state(epoch, step, steps_per_epoch, spec, encoder, head, loss_fn, optimizer, generator)
+        )
+        if args.stop_after_epoch == epoch:
+            print(f"pretrain: stopped after epoch {epoch} as asked (exit {EXIT_STOPPED})", file=sys.stderr)
+            return EXIT_STOPPED
+
+    save_checkpoint(out / "head.pt", {k: v.detach().cpu() for k, v in head.state_dict().items()})
+    save_checkpoint(out / "encoder.pt", trainable_state(encoder))  # last: its presence means done
+    return 0

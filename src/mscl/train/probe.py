@@ -1,0 +1,267 @@
+"""`python -m mscl probe`: a linear classifier on the frozen pretrained encoder.
+
+    python -m mscl probe --data DIR --pretrained DIR --spec JSON_OR_FILE --out DIR
+
+The encoder is rebuilt from the spec, loaded from `--pretrained/encoder.pt` and frozen; the
+projection head is dropped (paper appendix). Features of every split are extracted once, in
+eval mode (images: resize + centre crop; text: one pass without dropout), and cached in
+`--out/features_{split}.pt`; a cache is reused while it is newer than encoder.pt and was
+made by the same encoder spec, image size and sample ids.
+
+A linear layer is then trained on the cached train features with BCE-with-logits (Adam,
+seeded mini-batches). After every epoch it is evaluated on val; the epoch with the best
+`probe.select_metric` (ties: the earlier epoch) is evaluated once on test.
+
+Outputs in --out: test_scores.parquet (columns id, labels = gold label names, scores = one
+float32 probability per label in labels.txt order, which the file's metadata also holds as
+`mscl.label_names`), metrics.json, probe_log.csv, resolved_spec.json, versions.json and
+the feature caches. metrics.json writes NaN (a metric with nothing to average) as null.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import functools
+import json
+import math
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import torch
+from torch import Tensor, nn
+from tqdm import tqdm
+
+from mscl.data.manifest import SPLITS, read_labels
+from mscl.errors import InputError
+from mscl.io import atomic_path, write_json, write_text
+from mscl.metrics import evaluate
+from mscl.train.data import Split, eval_dataset, load_split, make_loader
+from mscl.train.pretrain import encoder_from_spec
+from mscl.train.runtime import (
+    autocast,
+    load_checkpoint,
+    load_trainable_state,
+    pick_device,
+    resolve_precision,
+    save_checkpoint,
+    seed_everything,
+    software_versions,
+)
+from mscl.train.spec import ProbeSpec, RunSpec, load_spec
+
+LOG_COLUMNS = ("epoch", "train_loss", "val_selected", "val_micro_f1", "val_macro_f1", "val_map", "seconds")
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m mscl probe", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", required=True, type=Path, help="prepared manifest folder")
+    parser.add_argument("--pretrained", required=True, type=Path, help="pretrain output folder (holds encoder.pt)")
+    parser.add_argument("--spec", required=True, help="run spec: inline JSON starting with '{' or a JSON/YAML file")
+    parser.add_argument("--out", required=True, type=Path, help="output folder")
+    return parser.parse_args(argv)
+
+
+# ------------------------------------------------------------------------- features
+
+
+def check_same_encoder(pretrained: Path, spec: RunSpec) -> None:
+    """The pretraining run's resolved spec (when present) must name the same encoder."""
+    recorded = pretrained / "resolved_spec.json"
+    if recorded.is_file() and json.loads(recorded.read_text(encoding="utf-8")).get("encoder") != spec.encoder:
+        raise InputError(
+            recorded,
+            "the pretrained encoder was built from a different encoder spec",
+            "probe with the spec that pretrained it",
+            field="encoder",
+        )
+
+
+def load_frozen_encoder(spec: RunSpec, num_labels: int, weights: Path, device: torch.device) -> nn.Module:
+    """The spec's encoder with the pretrained weights, frozen, in eval mode (no dropout)."""
+    encoder = encoder_from_spec(spec, num_labels)
+    load_trainable_state(encoder, load_checkpoint(weights), weights)
+    encoder.requires_grad_(False)
+    return encoder.to(device).eval()
+
+
+@torch.no_grad()
+def extract_features(
+    encoder: nn.Module, split: Split, spec: RunSpec, device: torch.device, precision: str, name: str
+) -> Tensor:
+    """[N, output_dim] float32 CPU features of a split, in manifest order."""
+    dataset = eval_dataset(split, spec.modality, spec.pretrain.image_size)
+    # The pretraining batch fits on the device with gradients for two views, so it fits here.
+    loader = make_loader(
+        dataset, spec.batch_size, shuffle=False, drop_last=False, generator=None,
+        num_workers=spec.pretrain.num_workers, device=device,
+    )  # fmt: skip
+    chunks = []
+    for batch in tqdm(loader, desc=f"features {name}", disable=None, file=sys.stderr):
+        if spec.modality == "image":
+            inputs = {"images": batch["images"].to(device, non_blocking=True)}
+        else:
+            inputs = {key: value.to(device, non_blocking=True) for key, value in encoder.tokenize(batch["text"]).items()}
+        with autocast(device, precision):
+            chunks.append(encoder(inputs).float().cpu())
+    return torch.cat(chunks)
+
+
+def cache_fingerprint(spec: RunSpec, split: Split) -> dict[str, Any]:
+    """What the cached features depend on besides the weights (whose age is checked apart)."""
+    image_size = spec.pretrain.image_size if spec.modality == "image" else None
+    return {"encoder": spec.encoder, "image_size": image_size, "ids": split.ids}
+
+
+def cached_features(
+    path: Path, weights: Path, split: Split, spec: RunSpec, compute: Callable[[], Tensor]
+) -> Tensor:
+    """Features from `path` when it is newer than `weights` and fits the spec, else computed and saved."""
+    fingerprint = cache_fingerprint(spec, split)
+    if path.exists() and path.stat().st_mtime_ns >= weights.stat().st_mtime_ns:
+        cached = load_checkpoint(path)
+        if cached.get("fingerprint") == fingerprint:
+            return cached["features"]
+    features = compute()
+    save_checkpoint(path, {"fingerprint": fingerprint, "features": features})
+    return features
+
+
+# ---------------------------------------------------------------------------- probe
+
+
+def better(value: float, best: float | None) -> bool:
+    """Strictly better (ties keep the earlier epoch); NaN is never better."""
+    return not math.isnan(value) and (best is None or value > best)
+
+
+def probabilities(layer: nn.Module, features: Tensor) -> np.ndarray:
+    with torch.no_grad():
+        return torch.sigmoid(layer(features)).cpu().numpy()
+
+
+def train_probe(
+    features: dict[str, Tensor], targets: dict[str, Tensor], cfg: ProbeSpec, seed: int, device: torch.device
+) -> tuple[nn.Module, int, dict[str, Any], list[dict[str, Any]]]:
+    """Fit the linear layer; return (best layer, best epoch, its val metrics, log rows)."""
+    torch.manual_seed(seed)
+    order_generator = torch.Generator().manual_seed(seed)
+    train_x, train_y = features["train"].to(device), targets["train"].to(device)
+    val_x, val_y = features["val"].to(device), targets["val"].numpy()
+    layer = nn.Linear(train_x.shape[1], train_y.shape[1]).to(device)
+    optimizer = torch.optim.Adam(layer.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    criterion = nn.BCEWithLogitsLoss()
+    best_layer, best_epoch, best_metrics, best_value, rows = layer, 0, {}, None, []
+    for epoch in tqdm(range(1, cfg.epochs + 1), desc="probe", disable=None, file=sys.stderr):
+        started = time.perf_counter()
+        layer.train()
+        loss_sum, batches = 0.0, 0
+        for index in torch.randperm(len(train_x), generator=order_generator).split(cfg.batch_size):
+            index = index.to(device)
+            loss = criterion(layer(train_x[index]), train_y[index])
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            loss_sum, batches = loss_sum + loss.item(), batches + 1
+        layer.eval()
+        metrics = evaluate(val_y, probabilities(layer, val_x))
+        value = float(metrics[cfg.select_metric])
+        if better(value, best_value):
+            best_layer, best_epoch, best_metrics, best_value = copy.deepcopy(layer), epoch, metrics, value
+        rows.append(
+            {
+                "epoch": epoch,
+                "train_loss": f"{loss_sum / batches:.6f}",
+                "val_selected": f"{value:.6f}",
+                "val_micro_f1": f"{metrics['micro_f1']:.6f}",
+                "val_macro_f1": f"{metrics['macro_f1']:.6f}",
+                "val_map": f"{metrics['map']:.6f}",
+                "seconds": f"{time.perf_counter() - started:.3f}",
+            }
+        )
+    if best_epoch == 0:  # every epoch's metric was NaN: keep the last layer, say so in the log
+        best_layer, best_epoch, best_metrics = layer, cfg.epochs, metrics
+    return best_layer, best_epoch, best_metrics, rows
+
+
+# --------------------------------------------------------------------------- outputs
+
+
+def json_safe(metrics: dict[str, Any]) -> dict[str, Any]:
+    """NaN -> None so that metrics.json is strict JSON."""
+    return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in metrics.items()}
+
+
+def write_test_scores(path: Path, split: Split, scores: np.ndarray, vocabulary: Sequence[str]) -> None:
+    """test_scores.parquet: id, gold label names, float32 scores per label (labels.txt order)."""
+    names = np.asarray(vocabulary, dtype=object)
+    gold = [names[row.numpy().astype(bool)].tolist() for row in split.targets]
+    flat = pa.array(scores.astype(np.float32).ravel(), type=pa.float32())
+    table = pa.table(
+        {
+            "id": pa.array(split.ids, type=pa.string()),
+            "labels": pa.array(gold, type=pa.list_(pa.string())),
+            "scores": pa.FixedSizeListArray.from_arrays(flat, len(vocabulary)),
+        }
+    )
+    table = table.replace_schema_metadata({"mscl.label_names": json.dumps(list(vocabulary))})
+    with atomic_path(path, suffix=".parquet") as tmp:
+        pq.write_table(table, tmp)
+
+
+def write_log(path: Path, rows: list[dict[str, Any]]) -> None:
+    lines = [",".join(LOG_COLUMNS)] + [",".join(str(row[c]) for c in LOG_COLUMNS) for row in rows]
+    write_text(path, "\n".join(lines) + "\n")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    spec = load_spec(args.spec)
+    weights = args.pretrained / "encoder.pt"
+    if not weights.is_file():
+        raise InputError(weights, "pretrained encoder not found", "run `python -m mscl pretrain` for this spec first")
+    check_same_encoder(args.pretrained, spec)
+    vocabulary = read_labels(args.data)
+    splits = {name: load_split(args.data, name, vocabulary, spec.modality) for name in SPLITS}
+    device = pick_device()
+    precision = resolve_precision(spec.pretrain.precision, device)
+    seed_everything(spec.seed)
+    out: Path = args.out
+    out.mkdir(parents=True, exist_ok=True)
+    write_json(out / "resolved_spec.json", spec.to_dict())
+    write_json(out / "versions.json", software_versions(device, precision))
+
+    @functools.cache
+    def frozen_encoder() -> nn.Module:
+        """Built on the first cache miss only: fully cached runs never load the model."""
+        return load_frozen_encoder(spec, len(vocabulary), weights, device)
+
+    def compute(name: str) -> Tensor:
+        return extract_features(frozen_encoder(), splits[name], spec, device, precision, name)
+
+    features = {
+        name: cached_features(out / f"features_{name}.pt", weights, splits[name], spec, lambda n=name: compute(n))
+        for name in SPLITS
+    }
+    targets = {name: splits[name].targets for name in SPLITS}
+    layer, best_epoch, val_best, rows = train_probe(features, targets, spec.probe, spec.seed, device)
+    write_log(out / "probe_log.csv", rows)
+    test_scores = probabilities(layer.eval(), features["test"].to(device))
+    write_test_scores(out / "test_scores.parquet", splits["test"], test_scores, vocabulary)
+    metrics = {
+        "test": json_safe(evaluate(targets["test"].numpy(), test_scores)),
+        "val_best": json_safe(val_best),
+        "best_epoch": best_epoch,
+        "select_metric": spec.probe.select_metric,
+        "num_labels": len(vocabulary),
+        "feature_dim": int(features["train"].shape[1]),
+        "ignored_label_occurrences": {name: splits[name].ignored_labels for name in SPLITS},
+        "spec": spec.to_dict(),
+    }
+    write_json(out / "metrics.json", metrics)
+    return 0

@@ -1,0 +1,196 @@
+"""The linear probe (`mscl.train.probe`): a separable problem that only a correctly wired loss and
+probe solve, feature caching, weight checks, epoch selection and the scores file."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+import torch
+
+from mscl.__main__ import main as mscl_main
+from mscl.data.manifest import write_dataset
+from mscl.metrics import evaluate
+from mscl.models import build_encoder
+from mscl.models.tiny import make_tiny_models
+from mscl.train import probe as probe_module
+from mscl.train.probe import better, train_probe
+from mscl.train.runtime import save_checkpoint, trainable_state
+from mscl.train.spec import ProbeSpec
+
+pytestmark = pytest.mark.slow
+
+KEYWORDS = ["fever", "fracture", "asthma", "diabetes", "anemia"]
+FILLER = "the of and to in is was for on are with as at one have this from or had by not but what some".split()
+FILLER_WORDS_PER_TEXT = 20  # keywords are ~1/20 of a text: a random encoder's features blur them
+
+
+def keyword_texts(rng: np.random.Generator, n: int, prefix: str) -> pd.DataFrame:
+    """n texts: 20 filler words plus the keywords of 1-2 random labels, shuffled; labels = keywords."""
+    rows = []
+    for i in range(n):
+        labels = sorted(rng.choice(len(KEYWORDS), size=rng.integers(1, 3), replace=False).tolist())
+        words = [*rng.choice(FILLER, size=FILLER_WORDS_PER_TEXT), *(KEYWORDS[k] for k in labels)]
+        rng.shuffle(words)
+        rows.append({"id": f"{prefix}{i}", "text": " ".join(words), "labels": [KEYWORDS[k] for k in labels]})
+    return pd.DataFrame(rows)
+
+
+@pytest.fixture(scope="module")
+def tiny_roberta(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_tiny_models(tmp_path_factory.mktemp("models") / "tiny", seed=0)["roberta"]
+
+
+@pytest.fixture(scope="module")
+def keyword_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """512/64/64 keyword texts; the labels are a deterministic function of the words."""
+    rng = np.random.default_rng(0)
+    splits = {name: keyword_texts(rng, n, name) for name, n in (("train", 512), ("val", 64), ("test", 64))}
+    out = tmp_path_factory.mktemp("keywords") / "data"
+    write_dataset(out, splits, labels=KEYWORDS)
+    return out
+
+
+@pytest.fixture(scope="module")
+def shuffled_data(keyword_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The same texts with the train label sets permuted across samples (val/test intact)."""
+    splits = {name: pd.read_parquet(keyword_data / f"{name}.parquet") for name in ("train", "val", "test")}
+    permutation = np.random.default_rng(1).permutation(len(splits["train"]))
+    splits["train"]["labels"] = [list(splits["train"]["labels"][i]) for i in permutation]
+    out = tmp_path_factory.mktemp("shuffled") / "data"
+    write_dataset(out, splits, labels=KEYWORDS)
+    return out
+
+
+def keyword_spec(roberta: Path, epochs: int = 5) -> dict:
+    """Tiny RoBERTa with mean pooling (its first token barely depends on the text at random init)."""
+    return {
+        "dataset": "keywords",
+        "encoder_name": "tiny-roberta",
+        "encoder": {"kind": "hf", "path": str(roberta), "max_length": 64, "pooling": "mean"},
+        "loss": "simdissim",
+        "batch_size": 32,
+        # 80 steps at 3e-3: the tiny model learns in seconds (2e-5 suits pretrained RoBERTa).
+        "pretrain": {"epochs": epochs, "lr": 3e-3, "projection_dim": 32},
+        "probe": {"epochs": 30, "batch_size": 32, "lr": 1e-2},
+    }
+
+
+def run(command: str, data: Path, spec: dict, out: Path, pretrained: Path | None = None) -> int:
+    args = [command, "--data", str(data), "--spec", json.dumps(spec), "--out", str(out)]
+    return mscl_main(args + (["--pretrained", str(pretrained)] if pretrained else []))
+
+
+def test_pretraining_with_the_labels_makes_a_separable_problem_solvable(
+    keyword_data: Path, shuffled_data: Path, tiny_roberta: Path, tmp_path: Path
+) -> None:
+    spec = keyword_spec(tiny_roberta)
+    assert run("pretrain", keyword_data, spec, tmp_path / "pre") == 0
+    assert run("probe", keyword_data, spec, tmp_path / "probe", tmp_path / "pre") == 0
+    trained = json.loads((tmp_path / "probe/metrics.json").read_text())["test"]["micro_f1"]
+
+    # The same probe on the untrained encoder: the weights pretraining started from (seed 0).
+    torch.manual_seed(0)
+    untrained = build_encoder(spec["encoder"], num_labels=len(KEYWORDS))
+    save_checkpoint(tmp_path / "untrained" / "encoder.pt", trainable_state(untrained))
+    assert run("probe", keyword_data, spec, tmp_path / "probe_untrained", tmp_path / "untrained") == 0
+    random_init = json.loads((tmp_path / "probe_untrained/metrics.json").read_text())["test"]["micro_f1"]
+
+    # Pretraining on permuted train labels: the loss must use each sample's own labels.
+    assert run("pretrain", shuffled_data, spec, tmp_path / "pre_shuffled") == 0
+    assert run("probe", keyword_data, spec, tmp_path / "probe_shuffled", tmp_path / "pre_shuffled") == 0
+    shuffled = json.loads((tmp_path / "probe_shuffled/metrics.json").read_text())["test"]["micro_f1"]
+
+    # Chance: predicting every label gives micro-F1 = 2p/(1+p) with p ~ 0.3 labels per slot, ~0.46.
+    assert trained >= 0.9
+    assert random_init <= trained - 0.15
+    assert shuffled <= trained - 0.15
+
+
+@pytest.fixture(scope="module")
+def pretrained_run(keyword_data: Path, tiny_roberta: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Path]:
+    spec = keyword_spec(tiny_roberta, epochs=1)
+    spec["pretrain"]["max_steps_per_epoch"] = 2
+    spec["probe"]["epochs"] = 3
+    out = tmp_path_factory.mktemp("pretrained")
+    assert run("pretrain", keyword_data, spec, out) == 0
+    return spec, out
+
+
+def test_features_are_cached_until_the_encoder_changes(
+    keyword_data: Path, pretrained_run: tuple[dict, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spec, pretrained = pretrained_run
+    assert run("probe", keyword_data, spec, tmp_path, pretrained) == 0
+    first = json.loads((tmp_path / "metrics.json").read_text())
+
+    built = []
+    real_loader = probe_module.load_frozen_encoder
+    monkeypatch.setattr(probe_module, "load_frozen_encoder", lambda *a: built.append(1) or real_loader(*a))
+    assert run("probe", keyword_data, spec, tmp_path, pretrained) == 0
+    assert built == [] and json.loads((tmp_path / "metrics.json").read_text()) == first
+
+    weights = pretrained / "encoder.pt"
+    newer = (tmp_path / "features_train.pt").stat().st_mtime_ns + 10**9
+    os.utime(weights, ns=(newer, newer))
+    assert run("probe", keyword_data, spec, tmp_path, pretrained) == 0
+    assert built == [1] and json.loads((tmp_path / "metrics.json").read_text()) == first
+
+
+def test_test_scores_file_recomputes_the_reported_metrics(
+    keyword_data: Path, pretrained_run: tuple[dict, Path], tmp_path: Path
+) -> None:
+    spec, pretrained = pretrained_run
+    assert run("probe", keyword_data, spec, tmp_path, pretrained) == 0
+    table = pq.read_table(tmp_path / "test_scores.parquet")
+    vocabulary = json.loads(table.schema.metadata[b"mscl.label_names"])
+    frame = table.to_pandas()
+    scores = np.stack(frame["scores"])
+    y_true = np.array([[label in set(row) for label in vocabulary] for row in frame["labels"]])
+    test = pd.read_parquet(keyword_data / "test.parquet")
+    assert vocabulary == KEYWORDS and scores.dtype == np.float32 and frame["id"].tolist() == test["id"].tolist()
+    assert y_true.tolist() == [[label in set(row) for label in KEYWORDS] for row in test["labels"]]
+    metrics = json.loads((tmp_path / "metrics.json").read_text())
+    recomputed = evaluate(y_true, scores)
+    for key in ("micro_f1", "macro_f1", "map", "p_at_5"):
+        assert recomputed[key] == pytest.approx(metrics["test"][key])
+    log = pd.read_csv(tmp_path / "probe_log.csv")
+    assert log["epoch"].tolist() == [1, 2, 3] and metrics["best_epoch"] == int(log["val_selected"].idxmax()) + 1
+
+
+def test_probe_refuses_weights_that_do_not_fit_the_encoder(
+    keyword_data: Path, pretrained_run: tuple[dict, Path], tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    spec, pretrained = pretrained_run
+    state = torch.load(pretrained / "encoder.pt", weights_only=True)
+    state.pop(next(iter(state)))
+    save_checkpoint(tmp_path / "broken" / "encoder.pt", state)
+    assert run("probe", keyword_data, spec, tmp_path / "out", tmp_path / "broken") == 1
+    assert "do not match" in capsys.readouterr().err
+    assert run("probe", keyword_data, spec, tmp_path / "out", tmp_path / "missing") == 1
+    assert "pretrained encoder not found" in capsys.readouterr().err
+    other = {**spec, "encoder": {**spec["encoder"], "pooling": "cls"}}
+    assert run("probe", keyword_data, other, tmp_path / "out", pretrained) == 1
+    assert "different encoder spec" in capsys.readouterr().err
+
+
+def test_best_epoch_selection_keeps_the_earliest_best_and_never_picks_nan() -> None:
+    assert better(0.5, None) and better(0.6, 0.5)
+    assert not better(0.5, 0.5) and not better(float("nan"), None) and not better(float("nan"), 0.1)
+
+
+def test_train_probe_learns_a_linear_rule_and_reports_the_selected_epoch() -> None:
+    generator = torch.Generator().manual_seed(0)
+    features = {name: torch.randn(n, 8, generator=generator) for name, n in (("train", 256), ("val", 64))}
+    targets = {name: (x[:, :3] > 0).float() for name, x in features.items()}  # label j = sign of feature j
+    cfg = ProbeSpec(epochs=5, lr=0.05, batch_size=32)
+    layer, best_epoch, val_best, rows = train_probe(features, targets, cfg, seed=0, device=torch.device("cpu"))
+    selected = [float(row["val_selected"]) for row in rows]
+    assert best_epoch == selected.index(max(selected)) + 1
+    assert val_best["micro_f1"] == pytest.approx(max(selected), abs=1e-6) and val_best["micro_f1"] >= 0.9
+    assert layer.weight.shape == (3, 8)

@@ -1,0 +1,307 @@
+"""Contrastive pretraining: the run spec, the LR schedule, end-to-end smoke runs per encoder kind,
+resuming, determinism and configuration errors (`mscl.train`)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+import torch
+from PIL import Image
+
+from mscl.__main__ import main as mscl_main
+from mscl.data.manifest import write_dataset
+from mscl.models import build_encoder
+from mscl.models.tiny import make_tiny_models
+from mscl.train.data import multi_hot
+from mscl.train.pretrain import EXIT_STOPPED, learning_rate, warmup_steps_for
+from mscl.train.runtime import trainable_state
+from mscl.train.spec import RunSpec, load_spec
+
+pytestmark = pytest.mark.slow
+
+IMAGE_LABELS = ["band0", "band1", "band2", "band3"]
+TEXT_LABELS = ["fever", "fracture", "asthma", "anemia"]
+FILLER = "the of and to in is was for on are with as at one have this from".split()
+IMAGE_PX = 16
+RESNET = {"kind": "resnet", "arch": "resnet18", "weights": "none", "small_input": True}
+
+
+# ------------------------------------------------------------------------- fixtures
+
+
+def label_sets(rng: np.random.Generator, n: int, num_labels: int) -> list[list[int]]:
+    """n random label sets of 1-2 distinct labels."""
+    return [sorted(rng.choice(num_labels, size=rng.integers(1, 3), replace=False).tolist()) for _ in range(n)]
+
+
+def band_image(labels: list[int], rng: np.random.Generator) -> np.ndarray:
+    """A dark noisy 16x16 image with a bright horizontal band (rows 4k..4k+3) per label k."""
+    pixels = rng.integers(0, 40, size=(IMAGE_PX, IMAGE_PX, 3)).astype(np.uint8)
+    for label in labels:
+        pixels[4 * label : 4 * label + 4] = 255
+    return pixels
+
+
+@pytest.fixture(scope="module")
+def image_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Image manifest (24/12/12 PNGs) whose labels are the bright bands present."""
+    root = tmp_path_factory.mktemp("images")
+    rng = np.random.default_rng(0)
+    splits = {}
+    for split, n in (("train", 24), ("val", 12), ("test", 12)):
+        rows = []
+        for i, labels in enumerate(label_sets(rng, n, len(IMAGE_LABELS))):
+            Image.fromarray(band_image(labels, rng)).save(root / f"{split}{i}.png")
+            rows.append({"id": f"{split}{i}", "path": f"{split}{i}.png", "labels": [IMAGE_LABELS[k] for k in labels]})
+        splits[split] = pd.DataFrame(rows)
+    write_dataset(root / "data", splits, labels=IMAGE_LABELS, info={"root": str(root)})
+    return root / "data"
+
+
+@pytest.fixture(scope="module")
+def text_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Text manifest (24/12/12) of filler words plus one keyword per label; one train sample
+    carries a label outside the vocabulary."""
+    rng = np.random.default_rng(1)
+    splits = {}
+    for split, n in (("train", 24), ("val", 12), ("test", 12)):
+        rows = []
+        for i, labels in enumerate(label_sets(rng, n, len(TEXT_LABELS))):
+            words = [*rng.choice(FILLER, size=8), *(TEXT_LABELS[k] for k in labels)]
+            rng.shuffle(words)
+            rows.append({"id": f"{split}{i}", "text": " ".join(words), "labels": [TEXT_LABELS[k] for k in labels]})
+        splits[split] = pd.DataFrame(rows)
+    splits["train"].at[0, "labels"] = [*splits["train"].at[0, "labels"], "not_in_vocabulary"]
+    out = tmp_path_factory.mktemp("text") / "data"
+    write_dataset(out, splits, labels=TEXT_LABELS)
+    return out
+
+
+@pytest.fixture(scope="module")
+def tiny_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    return make_tiny_models(tmp_path_factory.mktemp("models") / "tiny", seed=0)
+
+
+def encoder_spec(kind: str, models: dict[str, Path]) -> dict:
+    return {
+        "resnet": RESNET,
+        "hf": {"kind": "hf", "path": str(models["roberta"]), "max_length": 64},
+        "llama_lora": {"kind": "llama_lora", "path": str(models["llama"]), "bf16": False, "max_length": 64},
+        "plm_icd": {"kind": "plm_icd", "path": str(models["roberta"]), "max_length": 256, "chunk_size": 64},
+    }[kind]
+
+
+def run_spec(encoder: dict, loss: str = "simdissim", batch_size: int = 8, **pretrain) -> dict:
+    """A small run: 16 px images, 32-d projection, 2-epoch probe."""
+    return {
+        "dataset": "toy",
+        "encoder_name": encoder["kind"],
+        "encoder": encoder,
+        "loss": loss,
+        "batch_size": batch_size,
+        "pretrain": {"epochs": 1, "image_size": IMAGE_PX, "projection_dim": 32, "crop_scale_min": 0.8, **pretrain},
+        "probe": {"epochs": 2, "batch_size": 8},
+    }
+
+
+def pretrain(data: Path, spec: dict, out: Path, *extra: str) -> int:
+    return mscl_main(["pretrain", "--data", str(data), "--spec", json.dumps(spec), "--out", str(out), *extra])
+
+
+def probe(data: Path, spec: dict, pretrained: Path, out: Path) -> int:
+    args = ["--data", str(data), "--pretrained", str(pretrained), "--spec", json.dumps(spec), "--out", str(out)]
+    return mscl_main(["probe", *args])
+
+
+def load(path: Path) -> dict:
+    return torch.load(path, weights_only=True)
+
+
+def assert_same_tensors(left: dict, right: dict) -> None:
+    """Equal keys and bit-identical tensors, recursively through nested dicts and lists."""
+    if isinstance(left, torch.Tensor):
+        assert torch.equal(left, right)
+    elif isinstance(left, dict):
+        assert left.keys() == right.keys()
+        for key in left:
+            assert_same_tensors(left[key], right[key])
+    elif isinstance(left, (list, tuple)):
+        assert len(left) == len(right)
+        for a, b in zip(left, right):
+            assert_same_tensors(a, b)
+
+
+# ----------------------------------------------------------------------------- spec
+
+
+def test_spec_defaults_resolve_auto_by_encoder_kind() -> None:
+    image = RunSpec.from_mapping({"dataset": "d", "encoder_name": "r", "encoder": RESNET, "loss": "any", "batch_size": 512})
+    assert (image.pretrain.optimizer, image.pretrain.lr, image.pretrain.weight_decay) == ("sgd", 0.1, 1e-4)
+    assert (image.pretrain.epochs, image.pretrain.temperature, image.pretrain.projection_dim) == (3, 0.07, 256)
+    assert (image.pretrain.warmup_fraction, image.pretrain.image_size, image.pretrain.precision) == (0.05, 224, "auto")
+    assert (image.probe.epochs, image.probe.lr, image.probe.select_metric) == (30, 1e-3, "micro_f1")
+    assert image.seed == 0 and image.loss_options == {} and image.modality == "image"
+    text = {"dataset": "d", "encoder_name": "t", "loss": "msc", "batch_size": 8}
+    hf = RunSpec.from_mapping({**text, "encoder": {"kind": "hf", "path": "x"}})
+    assert (hf.pretrain.optimizer, hf.pretrain.lr, hf.pretrain.weight_decay) == ("adamw", 2e-5, 0.01)
+    llama = RunSpec.from_mapping({**text, "encoder": {"kind": "llama_lora", "path": "x"}})
+    assert (llama.pretrain.optimizer, llama.pretrain.lr) == ("adamw", 1e-4)
+    assert RunSpec.from_mapping(llama.to_dict()) == llama  # a resolved spec parses back to itself
+
+
+def test_spec_reads_inline_json_and_yaml_files(tmp_path: Path) -> None:
+    yaml_file = tmp_path / "run.yaml"
+    yaml_file.write_text("dataset: d\nencoder_name: r\nencoder: {kind: resnet}\nloss: any\nbatch_size: 4\n")
+    inline = json.dumps({"dataset": "d", "encoder_name": "r", "encoder": {"kind": "resnet"}, "loss": "any", "batch_size": 4})
+    assert load_spec(str(yaml_file)) == load_spec(inline)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"optimiser": "sgd"}, "optimiser"),
+        ({"pretrain": {"epoch": 2}}, "pretrain.epoch"),
+        ({"pretrain": {"lr": -1.0}}, "pretrain.lr"),
+        ({"pretrain": {"epochs": True}}, "pretrain.epochs"),
+        ({"pretrain": {"text_views": "crop"}}, "pretrain.text_views"),
+        ({"probe": {"select_metric": "accuracy"}}, "probe.select_metric"),
+        ({"loss": "supcon"}, "loss"),
+        ({"encoder": {"kind": "vit"}}, "encoder.kind"),
+        ({"encoder": {"kind": "hf"}}, "encoder.path"),
+        ({"loss_options": {"temperature": 0.1}}, "loss_options.temperature"),
+        ({"batch_size": 0}, "batch_size"),
+    ],
+)
+def test_spec_rejects_bad_keys_and_values_naming_them(change: dict, message: str) -> None:
+    spec = {"dataset": "d", "encoder_name": "r", "encoder": RESNET, "loss": "any", "batch_size": 4, **change}
+    with pytest.raises(ValueError, match=rf"'{message}'.*fix"):
+        RunSpec.from_mapping(spec)
+
+
+def test_spec_requires_the_run_axes() -> None:
+    with pytest.raises(ValueError, match="batch_size"):
+        RunSpec.from_mapping({"dataset": "d", "encoder_name": "r", "encoder": RESNET, "loss": "any"})
+
+
+# ------------------------------------------------------------------ pure helpers
+
+
+def test_learning_rate_warms_up_linearly_then_decays_by_cosine_to_zero() -> None:
+    # 10 steps, 2 warm-up steps, base 2.0: warm-up 1.0, 2.0; cosine over the 8 remaining steps.
+    assert learning_rate(0, 10, 2, 2.0) == pytest.approx(1.0)
+    assert learning_rate(1, 10, 2, 2.0) == pytest.approx(2.0)
+    assert learning_rate(2, 10, 2, 2.0) == pytest.approx(2.0)
+    assert learning_rate(4, 10, 2, 2.0) == pytest.approx(1.0 + math.cos(math.pi / 4))
+    assert learning_rate(6, 10, 2, 2.0) == pytest.approx(1.0)
+    assert learning_rate(10, 10, 2, 2.0) == pytest.approx(0.0)
+    decay = [learning_rate(step, 10, 2, 2.0) for step in range(2, 11)]
+    assert all(a > b for a, b in zip(decay, decay[1:]))
+    assert learning_rate(0, 10, 0, 2.0) == pytest.approx(2.0)  # no warm-up: starts at base
+    assert warmup_steps_for(1000, 0.05) == 50 and warmup_steps_for(10, 0.05) == 0
+
+
+def test_multi_hot_ignores_and_counts_labels_outside_the_vocabulary() -> None:
+    targets, ignored = multi_hot([["b"], ["a", "zz", "b"], []], ["a", "b"])
+    assert targets.tolist() == [[0, 1], [1, 1], [0, 0]] and ignored == 1
+
+
+# ------------------------------------------------------------------ end to end
+
+
+@pytest.mark.parametrize("kind", ["resnet", "hf", "llama_lora", "plm_icd"])
+def test_pretrain_and_probe_run_end_to_end(
+    kind: str, image_data: Path, text_data: Path, tiny_models: dict, tmp_path: Path
+) -> None:
+    data = image_data if kind == "resnet" else text_data
+    loss = "msc" if kind == "plm_icd" else "simdissim"  # msc: prototypes in the optimiser
+    spec = run_spec(encoder_spec(kind, tiny_models), loss=loss, max_steps_per_epoch=2)
+    assert pretrain(data, spec, tmp_path / "pre") == 0
+    assert probe(data, spec, tmp_path / "pre", tmp_path / "probe") == 0
+
+    pre = tmp_path / "pre"
+    assert {p.name for p in pre.iterdir()} == {
+        "encoder.pt", "head.pt", "checkpoint.pt", "train_log.csv", "resolved_spec.json", "versions.json"
+    }  # fmt: skip
+    log = pd.read_csv(pre / "train_log.csv")
+    assert log["epoch"].tolist() == [1] and log["steps"].tolist() == [2] and np.isfinite(log["loss"]).all()
+    versions = json.loads((pre / "versions.json").read_text())
+    assert {"python", "torch", "torchvision", "transformers", "peft", "numpy", "device_name", "cuda"} <= set(versions)
+    assert json.loads((pre / "resolved_spec.json").read_text()) == RunSpec.from_mapping(spec).to_dict()
+    fresh = build_encoder(spec["encoder"], num_labels=4)
+    assert set(load(pre / "encoder.pt")) == set(trainable_state(fresh))  # LoRA: the adapter only
+    assert load(pre / "checkpoint.pt")["loss"].keys() == ({"prototypes"} if loss == "msc" else set())
+
+    metrics = json.loads((tmp_path / "probe" / "metrics.json").read_text())
+    assert metrics["num_labels"] == 4 and metrics["best_epoch"] in (1, 2)
+    for key in ("micro_f1", "macro_f1", "map"):
+        assert 0.0 <= metrics["test"][key] <= 1.0
+    scores = pq.read_table(tmp_path / "probe" / "test_scores.parquet").to_pandas()
+    assert len(scores) == 12 and all(len(row) == 4 for row in scores["scores"])
+    assert metrics["ignored_label_occurrences"]["train"] == (1 if kind != "resnet" else 0)
+
+
+@pytest.mark.parametrize("kind", ["resnet", "hf"])
+def test_resumed_run_equals_an_uninterrupted_run(kind: str, image_data: Path, text_data: Path, tiny_models: dict, tmp_path: Path) -> None:
+    data = image_data if kind == "resnet" else text_data
+    spec = run_spec(encoder_spec(kind, tiny_models), loss="msc", epochs=2, max_steps_per_epoch=2)
+    assert pretrain(data, spec, tmp_path / "straight") == 0
+
+    resumed = tmp_path / "resumed"
+    assert pretrain(data, spec, resumed, "--stop-after-epoch", "1") == EXIT_STOPPED
+    assert load(resumed / "checkpoint.pt")["epoch"] == 1 and not (resumed / "encoder.pt").exists()
+    assert pretrain(data, spec, resumed) == 0
+
+    for name in ("encoder.pt", "head.pt"):
+        assert_same_tensors(load(tmp_path / "straight" / name), load(resumed / name))
+    straight_state, resumed_state = load(tmp_path / "straight" / "checkpoint.pt"), load(resumed / "checkpoint.pt")
+    for key in ("loss", "optimizer", "rng"):
+        assert_same_tensors(straight_state[key], resumed_state[key])
+    assert pd.read_csv(resumed / "train_log.csv")["epoch"].tolist() == [1, 2]
+    straight_loss = pd.read_csv(tmp_path / "straight" / "train_log.csv")["loss"]
+    assert pd.read_csv(resumed / "train_log.csv")["loss"].tolist() == straight_loss.tolist()
+
+
+def test_same_seed_gives_identical_weights_and_metrics(text_data: Path, tiny_models: dict, tmp_path: Path) -> None:
+    spec = run_spec(encoder_spec("hf", tiny_models), max_steps_per_epoch=2)
+    for run in ("a", "b"):
+        assert pretrain(text_data, spec, tmp_path / run / "pre") == 0
+        assert probe(text_data, spec, tmp_path / run / "pre", tmp_path / run / "probe") == 0
+    assert_same_tensors(load(tmp_path / "a/pre/encoder.pt"), load(tmp_path / "b/pre/encoder.pt"))
+    metrics = [json.loads((tmp_path / run / "probe/metrics.json").read_text()) for run in ("a", "b")]
+    assert metrics[0]["test"] == metrics[1]["test"] and metrics[0]["best_epoch"] == metrics[1]["best_epoch"]
+
+    assert pretrain(text_data, {**spec, "seed": 1}, tmp_path / "c") == 0
+    other = load(tmp_path / "c/encoder.pt")
+    assert any(not torch.equal(t, other[k]) for k, t in load(tmp_path / "a/pre/encoder.pt").items())
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"loss": "supcon"}, "'loss'"),
+        ({"encoder": {"kind": "transformer"}}, "encoder.kind"),
+        ({"encoder": {"kind": "hf", "path": "/nonexistent/roberta"}}, "model folder not found"),
+        ({"batch_size": 25}, "larger than the train split"),
+    ],
+)
+def test_bad_config_fails_before_any_output(
+    change: dict, message: str, text_data: Path, tiny_models: dict, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    spec = {**run_spec(encoder_spec("hf", tiny_models)), **change}
+    assert pretrain(text_data, spec, tmp_path / "out") == 1
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def test_resume_refuses_a_checkpoint_of_another_spec(text_data: Path, tiny_models: dict, tmp_path: Path, capsys) -> None:
+    spec = run_spec(encoder_spec("hf", tiny_models), max_steps_per_epoch=1)
+    assert pretrain(text_data, spec, tmp_path / "out", "--stop-after-epoch", "1") == EXIT_STOPPED
+    assert pretrain(text_data, {**spec, "loss": "any"}, tmp_path / "out") == 1
+    assert "different run spec" in capsys.readouterr().err
+    assert json.loads((tmp_path / "out" / "resolved_spec.json").read_text())["loss"] == "simdissim"
