@@ -25,10 +25,18 @@ def atomic_path(dest: str | Path, suffix: str = "") -> Iterator[Path]:
     tmp_path = Path(tmp)
     try:
         yield tmp_path
+        # mkstemp creates 0600 files; give the result the permissions a plain open() would.
+        os.chmod(tmp_path, 0o666 & ~_current_umask())
         os.replace(tmp_path, dest)
     except BaseException:
         tmp_path.unlink(missing_ok=True)
         raise
+
+
+def _current_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def write_text(dest: str | Path, text: str) -> None:

@@ -21,8 +21,9 @@ rule pretrain:
         data=lambda wildcards: manifest(wildcards.dataset),
         models=tiny_models_input,
     output:
+        # Only the final file: Snakemake deletes a failed job's outputs, and the epoch
+        # checkpoint beside it must survive so that a rerun resumes.
         encoder=f"{RUN_DIR}/pretrain/encoder.pt",
-        log_csv=f"{RUN_DIR}/pretrain/train_log.csv",
     conda:
         CONDA_ENV
     log:
@@ -50,6 +51,7 @@ rule probe:
         models=tiny_models_input,
     output:
         metrics=f"{RUN_DIR}/probe/metrics.json",
+        scores=f"{RUN_DIR}/probe/test_scores.parquet",
     conda:
         CONDA_ENV
     log:

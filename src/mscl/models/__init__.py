@@ -28,6 +28,7 @@ from mscl.models.heads import ProjectionHead
 
 __all__ = [
     "ENCODER_KINDS",
+    "ENCODER_MODALITY",
     "Encoder",
     "ProjectionHead",
     "build_encoder",
@@ -37,7 +38,9 @@ __all__ = [
     "validated_spec",
 ]
 
-ENCODER_KINDS = ("resnet", "hf", "llama_lora", "plm_icd")
+# kind -> the modality of its inputs (decides transforms, views and the default optimiser).
+ENCODER_MODALITY = {"resnet": "image", "hf": "text", "llama_lora": "text", "plm_icd": "text"}
+ENCODER_KINDS = tuple(ENCODER_MODALITY)
 # kind -> (module, builder function taking (validated spec, num_labels)).
 _BUILDERS: dict[str, tuple[str, str]] = {
     "resnet": ("mscl.models.image", "build_resnet"),

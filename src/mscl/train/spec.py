@@ -17,10 +17,10 @@ from typing import Any, Callable, Mapping
 
 from mscl.errors import InputError
 from mscl.losses import LOSS_NAMES
+from mscl.models import ENCODER_MODALITY
 
 # Encoder kinds `mscl.models.build_encoder` understands, and the modality each one reads.
 # The modality picks the optimizer and the data pipeline before any model is built.
-ENCODER_MODALITY = {"resnet": "image", "hf": "text", "llama_lora": "text", "plm_icd": "text"}
 # Encoder kinds that load a model folder from `encoder["path"]`.
 FOLDER_KINDS = ("hf", "llama_lora", "plm_icd")
 OPTIMIZERS = ("sgd", "adamw")
