@@ -156,3 +156,16 @@ def test_paper_configuration_dry_runs_the_full_grid(tmp_path):
         "all": 1,
         "total": 12 + 2 * runs + 17,
     }
+
+
+@pytest.mark.slow
+def test_one_run_trains_and_probes_through_snakemake(tmp_path):
+    """demo data -> manifest -> tiny models -> pretrain -> probe, with log and benchmark files."""
+    run = "aapd/roberta-tiny/simdissim/bs32/seed0"
+    snakemake(tmp_path, f"results/runs/{run}/probe/metrics.json")
+    metrics = json.loads((tmp_path / "results" / "runs" / run / "probe" / "metrics.json").read_text())
+    assert 0.0 <= metrics["test"]["micro_f1"] <= 1.0 and metrics["spec"]["loss"] == "simdissim"
+    for stage in ("pretrain", "probe"):
+        assert (tmp_path / "logs" / stage / f"{run}.log").exists()
+        header = (tmp_path / "benchmarks" / stage / f"{run}.tsv").read_text().splitlines()[0]
+        assert header.split("\t")[:3] == ["s", "h:m:s", "max_rss"]

@@ -89,7 +89,8 @@ def folder_of(name):
         files = {"input": input, "output": output}[name.split(".")[0]]
         if "." in name:
             files = getattr(files, name.split(".")[1])
-        return os.path.dirname(files[0])
+        first = files if isinstance(files, str) else files[0]  # a named single file is a str
+        return os.path.dirname(first)
 
     return folder
 
