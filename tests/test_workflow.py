@@ -48,8 +48,9 @@ def test_dry_run_of_the_default_config_lists_every_rule(tmp_path):
     result = snakemake(tmp_path, "-n")
     counts = job_counts(result.stdout + result.stderr)
     # Grid of config.yaml: image 3 datasets x 7 losses + coco sim/dissim + coco batch sizes
-    # 32/128/256 x 4 losses + aapd 2 encoders x 4 losses + aapd sim/dissim + MIMIC 6 x 3 x 4.
-    runs = 21 + 2 + 12 + 8 + 2 + 72
+    # 32/128/256 x 4 losses + aapd 2 encoders x 4 losses + aapd sim/dissim + MIMIC 6 settings
+    # x PLM-ICD x 4 losses + MIMIC-III-Full x 2 more encoders x 4 losses.
+    runs = 21 + 2 + 12 + 8 + 2 + 24 + 8
     assert counts == {
         "make_demo": 6,
         "tiny_models": 1,

@@ -17,7 +17,6 @@ import torch
 from PIL import Image
 from torch import Tensor
 from torch.utils.data import DataLoader, Dataset
-from torchvision.transforms import v2
 
 from mscl.data.manifest import read_split, read_stats
 from mscl.errors import InputError
@@ -83,6 +82,8 @@ def load_split(data_dir: str | Path, split: str, vocabulary: Sequence[str], moda
 
 def train_view_transform(image_size: int, crop_scale_min: float) -> Callable[[Image.Image], Tensor]:
     """One SimCLR-style random view (SupCon's augmentation list), normalised for ImageNet."""
+    from torchvision.transforms import v2  # imported here: text jobs never pay its ~3 s import
+
     return v2.Compose(
         [
             v2.RandomResizedCrop(image_size, scale=(crop_scale_min, 1.0), antialias=True),
@@ -98,6 +99,8 @@ def train_view_transform(image_size: int, crop_scale_min: float) -> Callable[[Im
 
 def eval_transform(image_size: int) -> Callable[[Image.Image], Tensor]:
     """Deterministic view for feature extraction: resize, centre crop, normalise."""
+    from torchvision.transforms import v2
+
     return v2.Compose(
         [
             v2.Resize(round(image_size / EVAL_CROP_FRACTION), antialias=True),
