@@ -1,6 +1,11 @@
 # Raw published formats -> one manifest per dataset setting (mscl.data.*).
 
 
+# The split lists may be downloaded: run that on the submit host, which has internet where
+# compute nodes often do not.
+localrules:
+    mimic_split_lists,
+
 rule prepare_coco:
     input:
         raw=demo_input("coco"),
