@@ -6,6 +6,7 @@
 localrules:
     mimic_split_lists,
 
+
 rule prepare_coco:
     input:
         raw=demo_input("coco"),
