@@ -26,22 +26,6 @@ rule collect_runs:
         "python -m mscl collect --metrics {input.metrics} {params.roles} {params.counts} --out {output} > {log} 2>&1"
 
 
-# The table/figure group whose configured batch size selects the runs shown; artifacts that
-# mix groups (ablation, paper_vs_run) take, per dataset and encoder, the batch size most runs
-# share, and the batch-size figure shows every batch size.
-REPORT_GROUP = {
-    "image": "image", "aapd": "aapd", "mimic_full": "mimic", "mimic_50": "mimic", "sota": "mimic",
-    "improvement": "image", "std": "image", "frequency_buckets": "image", "text_encoders": "aapd",
-    "mimic_dotplot": "mimic", "mimic_heatstrip": "mimic",
-}
-
-
-def batch_size_option(wildcards):
-    name = wildcards.get("table") or wildcards.get("figure")
-    group = REPORT_GROUP.get(name)
-    return f"--batch-size {config['report']['batch_size'][group]}" if group else ""
-
-
 rule paper_table:
     input:
         runs=rules.collect_runs.output,
