@@ -36,12 +36,12 @@ from mscl.errors import InputError
 # kind -> (module, generator function, default number of samples). Module imports stay lazy so
 # that generating a text dataset never imports scikit-learn.
 KINDS: dict[str, tuple[str, str, int]] = {
-    "coco": ("mscl.demo.images", "make_coco", 600),
+    "coco": ("mscl.demo.images", "make_coco", 400),
     "voc": ("mscl.demo.images", "make_voc", 400),
-    "nuswide": ("mscl.demo.images", "make_nuswide", 600),
-    "aapd": ("mscl.demo.text", "make_aapd", 600),
+    "nuswide": ("mscl.demo.images", "make_nuswide", 400),
+    "aapd": ("mscl.demo.text", "make_aapd", 400),
     "mimic3": ("mscl.demo.mimic", "make_mimic3", 400),
-    "mimic4": ("mscl.demo.mimic", "make_mimic4", 600),
+    "mimic4": ("mscl.demo.mimic", "make_mimic4", 400),
 }
 # Below this many samples a split or a class would be empty and the parsers would reject it.
 MIN_SAMPLES = 40
