@@ -187,10 +187,12 @@ def test_loss_equals_naive_loop(name, case, dtype):
 
 
 @pytest.mark.parametrize("name", LOSS_NAMES)
-def test_bool_and_float_labels_agree(name):
-    features, labels = random_batch(6, 2, 5, torch.float64, seed=3)
+def test_bool_float_and_sparse_labels_agree(name):
+    features, labels = random_batch(6, 2, 5, torch.float64, seed=3, empty_rows=(4,))
     loss_module = build(name, 5, 6, torch.float64)
-    torch.testing.assert_close(loss_module(features, labels), loss_module(features, labels.bool()))
+    want = loss_module(features, labels)
+    for variant in (labels.bool(), labels.to_sparse(), labels.to_sparse_csr(), labels.float().to_sparse()):
+        torch.testing.assert_close(loss_module(features, variant), want)
 
 
 @pytest.mark.parametrize("name", [n for n in LOSS_NAMES if n not in ("proto", "msc")])
@@ -325,6 +327,8 @@ def test_bad_inputs_have_clear_errors():
         make_loss("any")(features, torch.ones(5, 3))
     with pytest.raises(ValueError, match="multi-hot"):
         make_loss("any")(features, torch.full((4, 3), 0.5))
+    with pytest.raises(ValueError, match="multi-hot"):
+        make_loss("any")(features, torch.full((4, 3), 0.5).to_sparse())
     with pytest.raises(ValueError, match="prototypes"):
         make_loss("proto", num_labels=7, dim=8)(features, torch.ones(4, 3))
 

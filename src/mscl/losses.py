@@ -4,7 +4,7 @@ Sim-Dissim (the paper), class prototypes and MSC.
 Conventions shared by every loss (GUIDE §2):
 
 - ``features`` is ``[B, V, D]``: B samples, V views, L2-normalised; ``labels`` is ``[B, L]``
-  multi-hot (0/1, any float or bool dtype).
+  multi-hot (0/1, any float or bool dtype; dense, or sparse COO/CSR for large label spaces).
 - All n = B*V views are anchors, in view-major order: anchor ``a = v*B + b`` is view v of
   sample b (the order ``torch.cat(features.unbind(1))`` gives).
 - ``s_ia = z_i . z_a / temperature`` and ``log p_ip = s_ip - log sum_{a != i} exp(s_ia)``.
@@ -87,11 +87,23 @@ class BatchLabels:
 
 
 def index_labels(labels: Tensor) -> BatchLabels:
-    """Turn a [B, L] multi-hot matrix into `BatchLabels` in one pass over it."""
+    """Turn a [B, L] multi-hot matrix into `BatchLabels`.
+
+    A dense matrix is read once (`nonzero`: about 5 ms for 512 x 25,230 float32 on two
+    cores); a sparse COO or CSR matrix is read from its indices without touching the zeros.
+    """
     if labels.dim() != 2:
         raise ValueError(f"labels must be [B, L] multi-hot, got shape {tuple(labels.shape)}")
-    rows, vocab_columns = labels.nonzero(as_tuple=True)
-    values = labels[rows, vocab_columns]
+    if labels.layout == torch.sparse_csr:
+        labels = labels.to_sparse_coo()
+    if labels.layout == torch.sparse_coo:
+        labels = labels.coalesce()
+        (rows, vocab_columns), values = labels.indices(), labels.values()
+        present_value = values != 0
+        rows, vocab_columns, values = rows[present_value], vocab_columns[present_value], values[present_value]
+    else:
+        rows, vocab_columns = labels.nonzero(as_tuple=True)
+        values = labels[rows, vocab_columns]
     if values.numel() and not bool((values == 1).all()):
         raise ValueError("labels must be multi-hot: every entry 0 or 1")
     present, columns, counts = torch.unique(vocab_columns, return_inverse=True, return_counts=True)
