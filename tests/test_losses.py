@@ -186,6 +186,7 @@ def test_loss_equals_naive_loop(name, case, dtype):
         torch.testing.assert_close(grad_got, grad_want, rtol=1e-8, atol=1e-9)
 
 
+@pytest.mark.filterwarnings("ignore:Sparse CSR tensor support is in beta")
 @pytest.mark.parametrize("name", LOSS_NAMES)
 def test_bool_float_and_sparse_labels_agree(name):
     features, labels = random_batch(6, 2, 5, torch.float64, seed=3, empty_rows=(4,))
