@@ -19,7 +19,7 @@ from typing import Any, Sequence
 import pandas as pd
 
 from mscl.data.manifest import SPLITS, write_dataset
-from mscl.data.splitting import check_fractions, fractional_split
+from mscl.data.splitting import add_fractions_argument, check_fractions, fractional_split
 from mscl.errors import InputError
 from mscl.io import sha256_file
 
@@ -125,14 +125,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", required=True, type=Path, help="output folder of the prepared manifest")
     parser.add_argument("--seed", type=int, default=0, help="seed of the re-split (default 0)")
     parser.add_argument("--policy", choices=POLICIES, default="resplit", help="re-split the pooled documents (default) or keep the published split")
-    parser.add_argument(
-        "--fractions",
-        nargs=3,
-        type=float,
-        default=list(DEFAULT_FRACTIONS),
-        metavar=("TRAIN", "VAL", "TEST"),
-        help="re-split fractions, summing to 1 (default: the paper's 37.8k/6.7k/11.3k proportions)",
-    )
+    add_fractions_argument(parser, DEFAULT_FRACTIONS, "the paper's 37.8k/6.7k/11.3k proportions, used by the re-split")
     args = parser.parse_args(argv)
     stats = prepare(args.root, args.out, args.seed, args.policy, args.fractions)
     print(f"prepare-aapd: wrote {args.out} counts={stats['counts']} labels={stats['num_labels']} dropped={stats['dropped']}")

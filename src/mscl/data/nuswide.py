@@ -28,7 +28,7 @@ from tqdm import tqdm
 
 from mscl.data.images import add_common_arguments, require_path, screen_images
 from mscl.data.manifest import write_dataset
-from mscl.data.splitting import check_fractions, fractional_split
+from mscl.data.splitting import add_fractions_argument, check_fractions, fractional_split
 from mscl.errors import InputError
 from mscl.io import sha256_file
 
@@ -172,14 +172,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """CLI: `python -m mscl prepare-nuswide --root DIR --out DIR [--seed N] [--fractions T V S] [image options]`."""
     parser = argparse.ArgumentParser(prog="python -m mscl prepare-nuswide", description=__doc__.splitlines()[0])
     add_common_arguments(parser, missing_default="drop")
-    parser.add_argument(
-        "--fractions",
-        nargs=3,
-        type=float,
-        default=list(DEFAULT_FRACTIONS),
-        metavar=("TRAIN", "VAL", "TEST"),
-        help="split fractions, summing to 1 (default 0.6 0.2 0.2)",
-    )
+    add_fractions_argument(parser, DEFAULT_FRACTIONS, "0.6 0.2 0.2")
     args = parser.parse_args(argv)
     stats = prepare(args.root, args.out, args.seed, args.fractions, args.verify_images, args.missing_images)
     print(f"prepare-nuswide: wrote {args.out} counts={stats['counts']} labels={stats['num_labels']} dropped={stats['dropped']}")
