@@ -4,7 +4,10 @@
 VENV    ?= .venv
 PYTHON  ?= python3
 CORES   ?= all
+TARGETS ?=
 BIN     := $(VENV)/bin
+# Rules run `python -m mscl ...`: put the virtualenv first on PATH for snakemake's jobs.
+SNAKEMAKE := PATH="$(abspath $(BIN)):$$PATH" $(BIN)/snakemake
 
 .PHONY: install demo test dry-run lint bench clean-results
 
@@ -18,13 +21,13 @@ $(BIN)/.installed: requirements.lock.txt pyproject.toml
 install: $(BIN)/.installed
 
 demo: install
-	$(BIN)/snakemake --cores $(CORES)
+	$(SNAKEMAKE) --cores $(CORES) $(TARGETS)
 
 dry-run: install
-	$(BIN)/snakemake --cores $(CORES) -n
+	$(SNAKEMAKE) --cores $(CORES) -n $(TARGETS)
 
 lint: install
-	$(BIN)/snakemake --lint
+	$(SNAKEMAKE) --lint
 
 test: install
 	$(BIN)/python -m pytest
