@@ -30,3 +30,21 @@ def mimic_split_lists() -> Path:
     if not path.is_dir():
         pytest.fail(f"MIMIC split lists not found at {path}; set MSCL_SHARED to the team's shared folder")
     return path
+
+
+def tidy_runs(rows: list[tuple]):
+    """Tidy run results (the `collect` format) from (dataset, role, loss, metric, value[, seed[,
+    batch[, split]]]) tuples: synthetic inputs for the table and figure tests."""
+    import pandas as pd
+
+    from mscl.report.collect import RUN_COLUMNS
+
+    records = []
+    for row in rows:
+        dataset, role, loss, metric, value, *rest = row
+        seed, batch, split = (list(rest) + [0, 32, "test"][len(rest) :])[:3]
+        records.append(
+            {"dataset": dataset, "encoder": f"{role}_enc", "encoder_role": role, "loss": loss, "batch_size": batch,
+             "seed": seed, "split": split, "metric": metric, "value": value}
+        )
+    return pd.DataFrame(records, columns=list(RUN_COLUMNS))

@@ -11,18 +11,11 @@ from PIL import Image
 
 from mscl.errors import InputError
 from mscl.report import figures
-from mscl.report.collect import RUN_COLUMNS
 from mscl.report.style import PNG_DPI
 
+from conftest import tidy_runs
 
-def tidy(rows: list[tuple]) -> pd.DataFrame:
-    """Tidy runs from (dataset, role, loss, metric, value[, seed[, batch[, split]]]) tuples."""
-    records = []
-    for row in rows:
-        dataset, role, loss, metric, value, *rest = row
-        seed, batch, split = (list(rest) + [0, 32, "test"][len(rest) :])[:3]
-        records.append({"dataset": dataset, "encoder": f"{role}_enc", "encoder_role": role, "loss": loss, "batch_size": batch, "seed": seed, "split": split, "metric": metric, "value": value})
-    return pd.DataFrame(records, columns=list(RUN_COLUMNS))
+
 
 
 def saved_png_size(figure, tmp_path: Path, name: str) -> tuple[int, int]:
@@ -47,7 +40,7 @@ PAPER_IMAGE = {
 
 
 def paper_image_runs() -> pd.DataFrame:
-    return tidy([(d, "resnet", m, metric, v / 100) for d, rows in PAPER_IMAGE.items() for m, values in rows.items() for metric, v in zip(("micro_f1", "macro_f1", "map"), values)])
+    return tidy_runs([(d, "resnet", m, metric, v / 100) for d, rows in PAPER_IMAGE.items() for m, values in rows.items() for metric, v in zip(("micro_f1", "macro_f1", "map"), values)])
 
 
 def test_improvement_reproduces_the_papers_relative_gains_and_marks_missing(tmp_path):
@@ -68,7 +61,7 @@ def test_std_figure_gives_the_papers_pascal_spread():
 
 
 def test_text_encoders_plots_each_encoder_method_and_metric_with_seed_error_bars():
-    runs = tidy([("aapd", "roberta", "simdissim", "micro_f1", 0.74, 0), ("aapd", "roberta", "simdissim", "micro_f1", 0.76, 1), ("aapd", "llama", "all", "macro_f1", 0.6047)])
+    runs = tidy_runs([("aapd", "roberta", "simdissim", "micro_f1", 0.74, 0), ("aapd", "roberta", "simdissim", "micro_f1", 0.76, 1), ("aapd", "llama", "all", "macro_f1", 0.6047)])
     _, data = figures.text_encoders_figure(runs)
     assert len(data) == 2 * 4 * 2
     ours = data[(data["encoder_role"] == "roberta") & (data["method"] == "simdissim") & (data["metric"] == "micro_f1")].iloc[0]
@@ -85,7 +78,7 @@ def mimic_runs() -> pd.DataFrame:
     rows.append(("mimic3_50", "llama", "simdissim", "p_at_5", 0.61))
     rows.append(("mimic3_50", "llama", "any", "p_at_5", 0.60))
     rows.append(("mimic4_icd9_full", "llama", "all", "p_at_8", 0.66))  # no Ours: missing delta
-    return tidy(rows)
+    return tidy_runs(rows)
 
 
 def test_heatstrip_deltas_against_the_best_baseline(tmp_path):
@@ -116,7 +109,7 @@ def test_frequency_buckets_plots_head_and_tail_and_names_bucket_sizes():
     for method, head, tail in (("all", 0.70, 0.60), ("mulsupcon", 0.72, 0.63), ("simdissim", 0.7339, 0.6595)):
         rows += [("coco", "resnet", method, "bucket_head_macro_f1", head), ("coco", "resnet", method, "bucket_tail_macro_f1", tail)]
         rows += [("coco", "resnet", method, "bucket_head_labels", 23), ("coco", "resnet", method, "bucket_tail_labels", 57)]
-    figure, data = figures.frequency_buckets_figure(tidy(rows))
+    figure, data = figures.frequency_buckets_figure(tidy_runs(rows))
     values = data.set_index(["method", "bucket"])
     assert values.loc[("simdissim", "head"), "mean"] - values.loc[("mulsupcon", "head"), "mean"] == pytest.approx(1.39)
     assert values.loc[("simdissim", "tail"), "mean"] - values.loc[("mulsupcon", "tail"), "mean"] == pytest.approx(2.95)
@@ -128,7 +121,7 @@ def test_frequency_buckets_plots_head_and_tail_and_names_bucket_sizes():
 def test_batch_size_uses_the_batch_sizes_present_and_the_validation_split(tmp_path):
     rows = [("coco", "resnet", m, "micro_f1", 0.5 + b / 1000, 0, b, "val") for m in ("all", "simdissim") for b in (32, 128)]
     rows.append(("coco", "resnet", "simdissim", "micro_f1", 0.99, 0, 64, "test"))  # a test value: not plotted
-    figure, data = figures.batch_size_figure(tidy(rows))
+    figure, data = figures.batch_size_figure(tidy_runs(rows))
     assert sorted(data["batch_size"].unique()) == [32, 128]
     ours = data[(data["method"] == "simdissim") & (data["metric"] == "micro_f1")].set_index("batch_size")["mean"]
     assert ours.to_dict() == {32: pytest.approx(53.2), 128: pytest.approx(62.8)}
@@ -147,7 +140,7 @@ def test_relations_figure_factors_come_from_the_loss_definitions(tmp_path):
 
 
 def test_every_figure_renders_with_no_results_at_all(tmp_path):
-    empty = tidy([])
+    empty = tidy_runs([])
     for name in figures.FIGURE_NAMES:
         figure, data = figures.build_figure(name, empty)
         if name != "relations":

@@ -16,6 +16,8 @@ from mscl.errors import InputError
 from mscl.report import collect, tables
 from mscl.report.collect import RUN_COLUMNS, collect_runs, load_runs, read_test_scores
 
+from conftest import tidy_runs
+
 # ------------------------------------------------------------------------ collect
 
 # Four labels; training counts 50/25/15/10 put a and b in the head (75% >= 60%), c and d in the tail.
@@ -122,14 +124,6 @@ def test_read_test_scores_accepts_npz_and_parquet_with_labels_txt(run_tree, tmp_
 # ------------------------------------------------------------------------- tables
 
 
-def tidy(rows: list[tuple]) -> pd.DataFrame:
-    """Tidy runs from (dataset, role, loss, metric, value[, seed[, batch[, split]]]) tuples."""
-    records = []
-    for row in rows:
-        dataset, role, loss, metric, value, *rest = row
-        seed, batch, split = (list(rest) + [0, 32, "test"][len(rest) :])[:3]
-        records.append({"dataset": dataset, "encoder": f"{role}_enc", "encoder_role": role, "loss": loss, "batch_size": batch, "seed": seed, "split": split, "metric": metric, "value": value})
-    return pd.DataFrame(records, columns=list(RUN_COLUMNS))
 
 
 def md_row(markdown: str, label: str) -> list[str]:
@@ -142,7 +136,7 @@ def md_row(markdown: str, label: str) -> list[str]:
 
 
 def test_image_table_mean_std_bold_and_missing_marker():
-    runs = tidy(
+    runs = tidy_runs(
         [
             ("coco", "resnet", "simdissim", "micro_f1", 0.70, 0),
             ("coco", "resnet", "simdissim", "micro_f1", 0.72, 1),
@@ -168,7 +162,7 @@ def test_image_table_mean_std_bold_and_missing_marker():
 
 
 def test_whole_grid_missing_still_renders():
-    empty = tidy([])
+    empty = tidy_runs([])
     for name in ("image", "aapd", "mimic_full", "mimic_50", "sota", "ablation", "paper_vs_run"):
         table = tables.build_table(name, empty)
         assert tables.to_latex(table).startswith(r"\begin{tabular}")
@@ -179,14 +173,14 @@ def test_whole_grid_missing_still_renders():
 
 
 def test_ties_on_the_displayed_mean_are_all_bold():
-    runs = tidy([("aapd", "roberta", "all", "micro_f1", 0.73231), ("aapd", "roberta", "any", "micro_f1", 0.73229), ("aapd", "roberta", "mulsupcon", "micro_f1", 0.7)])
+    runs = tidy_runs([("aapd", "roberta", "all", "micro_f1", 0.73231), ("aapd", "roberta", "any", "micro_f1", 0.73229), ("aapd", "roberta", "mulsupcon", "micro_f1", 0.7)])
     markdown = tables.to_markdown(tables.build_table("aapd", runs))
     assert md_row(markdown, "ALL")[0] == md_row(markdown, "ANY")[0] == "**73.23**"
     assert md_row(markdown, "Sim-Dissim") == ["missing"] * 4
 
 
 def test_mimic_table_bolds_within_each_encoder_block():
-    runs = tidy(
+    runs = tidy_runs(
         [
             ("mimic3_full", "roberta", "all", "macro_auc", 0.80),
             ("mimic3_full", "roberta", "simdissim", "macro_auc", 0.81),
@@ -208,7 +202,7 @@ def test_mimic_table_bolds_within_each_encoder_block():
 
 
 def test_sota_table_places_the_run_row_above_the_rule_with_one_decimal():
-    runs = tidy([("mimic3_full", "plm_icd", "simdissim", m, v) for m, v in (("macro_auc", 0.9, ), ("micro_auc", 0.99), ("macro_f1", 0.11), ("micro_f1", 0.631), ("p_at_8", 0.7))])
+    runs = tidy_runs([("mimic3_full", "plm_icd", "simdissim", m, v) for m, v in (("macro_auc", 0.9, ), ("micro_auc", 0.99), ("macro_f1", 0.11), ("micro_f1", 0.631), ("p_at_8", 0.7))])
     table = tables.build_table("sota", runs)
     labels = [item[0].text if isinstance(item, list) else "RULE" for item in table.body]
     assert labels.index("Sim-Dissim (this run)") == labels.index("Sim-Dissim (paper)") + 1
@@ -223,7 +217,7 @@ def test_sota_table_places_the_run_row_above_the_rule_with_one_decimal():
 
 
 def test_ablation_table_marks_factors():
-    runs = tidy([("coco", "resnet", "sim", "micro_f1", 0.6722), ("aapd", "roberta", "dissim", "macro_f1", 0.5803)])
+    runs = tidy_runs([("coco", "resnet", "sim", "micro_f1", 0.6722), ("aapd", "roberta", "dissim", "macro_f1", 0.5803)])
     table = tables.build_table("ablation", runs)
     latex, markdown = tables.to_latex(table), tables.to_markdown(table)
     assert r"$\checkmark$ & $\times$ & \textbf{67.22} & -- & -- & -- \\" in latex
@@ -233,7 +227,7 @@ def test_ablation_table_marks_factors():
 
 
 def test_paper_vs_run_lists_deltas_and_counts_lacking_cells():
-    runs = tidy([("coco", "resnet", "simdissim", "micro_f1", 0.74), ("coco", "resnet", "any", "micro_f1", 0.6480), ("aapd", "roberta", "any", "macro_f1", 0.58)])
+    runs = tidy_runs([("coco", "resnet", "simdissim", "micro_f1", 0.74), ("coco", "resnet", "any", "micro_f1", 0.6480), ("aapd", "roberta", "any", "macro_f1", 0.58)])
     table = tables.build_table("paper_vs_run", runs)
     frame = table.records.set_index("cell")
     assert frame.loc["results-image/coco/resnet/simdissim/micro_f1", "delta"] == pytest.approx(0.60)
@@ -248,7 +242,7 @@ def test_paper_vs_run_lists_deltas_and_counts_lacking_cells():
 
 
 def test_default_batch_size_is_the_one_most_runs_share_and_can_be_overridden():
-    runs = tidy([("coco", "resnet", m, "micro_f1", 0.5 + i / 100, 0, 32) for i, m in enumerate(("all", "any", "mulsupcon", "simdissim"))] + [("coco", "resnet", "simdissim", "micro_f1", 0.9, 0, 64)])
+    runs = tidy_runs([("coco", "resnet", m, "micro_f1", 0.5 + i / 100, 0, 32) for i, m in enumerate(("all", "any", "mulsupcon", "simdissim"))] + [("coco", "resnet", "simdissim", "micro_f1", 0.9, 0, 64)])
     default = tables.build_table("image", runs).records
     assert default.loc[(default["method"] == "simdissim") & (default["metric"] == "micro_f1"), "mean"].iloc[0] == pytest.approx(53.0)
     chosen = tables.build_table("image", runs, batch_size=64).records.query("dataset == 'coco'").set_index(["method", "metric"])
@@ -257,7 +251,7 @@ def test_default_batch_size_is_the_one_most_runs_share_and_can_be_overridden():
 
 
 def test_two_encoders_for_one_role_is_an_error():
-    runs = tidy([("coco", "resnet", "all", "micro_f1", 0.5), ("coco", "resnet", "all", "micro_f1", 0.6, 1)])
+    runs = tidy_runs([("coco", "resnet", "all", "micro_f1", 0.5), ("coco", "resnet", "all", "micro_f1", 0.6, 1)])
     runs.loc[1, "encoder"] = "other"
     with pytest.raises(InputError, match="map to role 'resnet'"):
         tables.build_table("image", runs)
@@ -292,7 +286,7 @@ def test_cost_table_sums_hours_and_takes_max_rss(tmp_path):
 
 def test_table_cli_writes_three_files_and_needs_runs(tmp_path):
     runs_csv = tmp_path / "all_runs.csv"
-    tidy([("aapd", "llama", "simdissim", "micro_f1", 0.7561)]).to_csv(runs_csv, index=False)
+    tidy_runs([("aapd", "llama", "simdissim", "micro_f1", 0.7561)]).to_csv(runs_csv, index=False)
     prefix = tmp_path / "tables" / "aapd"
     assert tables.main(["aapd", "--runs", str(runs_csv), "--out-prefix", str(prefix)]) == 0
     assert "75.61" in prefix.with_suffix(".tex").read_text()

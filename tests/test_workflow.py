@@ -44,6 +44,21 @@ def job_counts(dry_run_output: str) -> dict[str, int]:
     return counts
 
 
+def expected_job_counts(runs: int, demo: bool) -> dict[str, int]:
+    """Jobs per rule of a full dry run: `runs` pretrain/probe pairs, plus the demo generators
+    and tiny models when the config runs on the embedded default."""
+    counts = {"make_demo": 6, "tiny_models": 1} if demo else {}
+    counts.update(
+        {
+            "mimic_split_lists": 3, "prepare_coco": 1, "prepare_voc": 1, "prepare_nuswide": 1, "prepare_aapd": 1,
+            "prepare_mimic": 3, "pretrain": runs, "probe": runs, "statistics_table": 1, "collect_runs": 1,
+            "paper_table": 7, "cost_table": 1, "paper_figure": 8, "all": 1,
+        }
+    )
+    counts["total"] = sum(counts.values())
+    return counts
+
+
 def test_dry_run_of_the_default_config_lists_every_rule(tmp_path):
     result = snakemake(tmp_path, "-n")
     counts = job_counts(result.stdout + result.stderr)
@@ -51,25 +66,7 @@ def test_dry_run_of_the_default_config_lists_every_rule(tmp_path):
     # 32/128/256 x 4 losses + aapd 2 encoders x 4 losses + aapd sim/dissim + MIMIC 6 settings
     # x PLM-ICD x 4 losses + MIMIC-III-Full x 2 more encoders x 4 losses.
     runs = 21 + 2 + 12 + 8 + 2 + 24 + 8
-    assert counts == {
-        "make_demo": 6,
-        "tiny_models": 1,
-        "mimic_split_lists": 3,
-        "prepare_coco": 1,
-        "prepare_voc": 1,
-        "prepare_nuswide": 1,
-        "prepare_aapd": 1,
-        "prepare_mimic": 3,
-        "pretrain": runs,
-        "probe": runs,
-        "statistics_table": 1,
-        "collect_runs": 1,
-        "paper_table": 7,
-        "cost_table": 1,
-        "paper_figure": 8,
-        "all": 1,
-        "total": 19 + 2 * runs + 17,
-    }
+    assert counts == expected_job_counts(runs, demo=True)
 
 
 def test_lint_passes(tmp_path):
@@ -131,24 +128,8 @@ def test_paper_configuration_dry_runs_the_full_grid(tmp_path):
     """config/paper.yaml without any data: the DAG and its job counts per rule."""
     result = snakemake(tmp_path, "-n", "--configfile", str(REPO / "config" / "paper.yaml"))
     counts = job_counts(result.stdout + result.stderr)
-    runs = 21 + 2 + 12 + 8 + 2 + 72  # the same grid as the embedded default
-    assert counts == {
-        "mimic_split_lists": 3,
-        "prepare_coco": 1,
-        "prepare_voc": 1,
-        "prepare_nuswide": 1,
-        "prepare_aapd": 1,
-        "prepare_mimic": 3,
-        "pretrain": runs,
-        "probe": runs,
-        "statistics_table": 1,
-        "collect_runs": 1,
-        "paper_table": 7,
-        "cost_table": 1,
-        "paper_figure": 8,
-        "all": 1,
-        "total": 12 + 2 * runs + 17,
-    }
+    runs = 21 + 2 + 12 + 8 + 2 + 72  # the demo grid with every encoder on every MIMIC setting
+    assert counts == expected_job_counts(runs, demo=False)
 
 
 @pytest.mark.slow
