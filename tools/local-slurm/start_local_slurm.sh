@@ -42,26 +42,8 @@ die() {
   exit 1
 }
 
-# alive PIDFILE COMM: the pid in PIDFILE is a live (non-zombie) process named COMM.
-alive() {
-  local pid
-  [ -s "$1" ] || return 1
-  pid=$( { tr -dc 0-9 < "$1"; } 2>/dev/null ) || return 1   # the daemon may remove it meanwhile
-  [ -n "$pid" ] && [ -r "/proc/$pid/stat" ] || return 1
-  [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = "$2" ] || return 1
-  [ "$(sed 's/.*) //' "/proc/$pid/stat" 2>/dev/null | cut -d' ' -f1)" != Z ]
-}
-
-stop_pidfile() {  # stop_pidfile PIDFILE COMM
-  local pf=$1 comm=$2 pid i
-  alive "$pf" "$comm" || { rm -f "$pf"; return 0; }
-  pid=$( { tr -dc 0-9 < "$pf"; } 2>/dev/null ) || return 0
-  say "stopping $comm (pid $pid)"
-  kill -TERM "$pid" 2>/dev/null || true
-  for ((i = 0; i < 200; i++)); do alive "$pf" "$comm" || break; sleep 0.1; done
-  alive "$pf" "$comm" && { kill -KILL "$pid" 2>/dev/null || true; sleep 0.5; }
-  rm -f "$pf"
-}
+# shellcheck source=pidfiles.sh
+source "$(dirname "$0")/pidfiles.sh"   # alive, stop_pidfile
 
 wait_for() {  # wait_for DESCRIPTION COMMAND...
   local desc=$1 i
