@@ -208,6 +208,13 @@ def write_runs(frame: pd.DataFrame, out: str | Path) -> None:
 # ----------------------------------------------------------------- using the tidy CSV
 
 
+def add_results_arguments(parser: argparse.ArgumentParser, artifact: str, example: str) -> None:
+    """The options `table` and `figure` share: the tidy results, the output prefix, the batch size."""
+    parser.add_argument("--runs", type=Path, help=f"tidy CSV from `python -m mscl collect` (all {artifact}s but {example})")
+    parser.add_argument("--out-prefix", required=True, type=Path, help=f"output path without suffix, e.g. results/{artifact}s/NAME")
+    parser.add_argument("--batch-size", type=int, help="use runs at this batch size (default: per dataset and encoder, the size most runs share)")
+
+
 def load_runs(path: str | Path) -> pd.DataFrame:
     """Read a tidy CSV written by `collect`; InputError naming the file if it is missing or malformed."""
     path = Path(path)

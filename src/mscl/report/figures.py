@@ -25,7 +25,7 @@ import pandas as pd
 
 from mscl.errors import InputError
 from mscl.io import atomic_path
-from mscl.report.collect import CellKey, CellStat, cell_index, load_runs, summarise_seeds
+from mscl.report.collect import CellKey, CellStat, add_results_arguments, cell_index, load_runs, summarise_seeds
 from mscl.report.style import (
     COLUMN_WIDTH_IN,
     CORE_METHODS,
@@ -538,9 +538,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """CLI entry point (see the module docstring)."""
     parser = argparse.ArgumentParser(prog="python -m mscl figure", description="one paper figure (pdf/png) from the tidy results")
     parser.add_argument("name", choices=FIGURE_NAMES)
-    parser.add_argument("--runs", type=Path, help="tidy CSV from `python -m mscl collect` (all figures but relations)")
-    parser.add_argument("--out-prefix", required=True, type=Path, help="output path without suffix, e.g. results/figures/improvement")
-    parser.add_argument("--batch-size", type=int, help="use runs at this batch size (default: per dataset and encoder, the size most runs share)")
+    add_results_arguments(parser, "figure", "relations")
     parser.add_argument("--split", choices=("test", "val"), help="split to plot (default: test; batch_size uses val as the paper)")
     args = parser.parse_args(argv)
     runs = load_runs(args.runs) if args.runs else None

@@ -26,7 +26,7 @@ from mscl.data.stats_table import latex_escape
 from mscl.errors import InputError
 from mscl.io import write_text
 from mscl.report import paper
-from mscl.report.collect import CellKey, CellStat, cell_index, load_runs
+from mscl.report.collect import CellKey, CellStat, add_results_arguments, cell_index, load_runs
 from mscl.report.cost import cost_frame
 from mscl.report.style import (
     CORE_METHODS,
@@ -558,9 +558,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """CLI entry point (see the module docstring)."""
     parser = argparse.ArgumentParser(prog="python -m mscl table", description="one paper table (tex/csv/md) from the tidy results")
     parser.add_argument("name", choices=TABLE_NAMES)
-    parser.add_argument("--runs", type=Path, help="tidy CSV from `python -m mscl collect` (all tables but cost)")
-    parser.add_argument("--out-prefix", required=True, type=Path, help="output path without suffix, e.g. results/tables/image")
-    parser.add_argument("--batch-size", type=int, help="use runs at this batch size (default: per dataset and encoder, the size most runs share)")
+    add_results_arguments(parser, "table", "cost")
     parser.add_argument("--benchmarks", nargs="*", default=[], metavar="FILE", help="Snakemake benchmark TSVs (cost table)")
     args = parser.parse_args(argv)
     runs = load_runs(args.runs) if args.runs else None
