@@ -306,8 +306,9 @@ class PairLoss(nn.Module):
             values = weighted_neg_log_prob(z, anchor_weights, self.temperature) / count.clamp_min(1)
             if shift is not None:
                 values = values + shift / count.clamp_min(1)
-            valid = count > 0
-            return AnchorLosses(torch.where(valid, values, values * 0.0), valid)
+            # An anchor without positives has all-zero weights and shift, so its value is
+            # already exactly 0.
+            return AnchorLosses(values, count > 0)
 
     @staticmethod
     def _log_weight_shift(sample_weights: Tensor, positive: Tensor, views: int) -> Tensor:
