@@ -13,9 +13,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+import mscl.losses
 from mscl.bench.losses import long_tailed_labels
 from mscl.bench.memory import peak_rss_bytes, reset_peak_rss
-from mscl.losses import LOSS_NAMES, make_loss
+from mscl.losses import LOSS_NAMES, csr_labels, index_labels, make_loss, pair_weights
 
 TAU = 0.07
 
@@ -194,6 +195,159 @@ def test_bool_float_and_sparse_labels_agree(name):
     want = loss_module(features, labels)
     for variant in (labels.bool(), labels.to_sparse(), labels.to_sparse_csr(), labels.float().to_sparse()):
         torch.testing.assert_close(loss_module(features, variant), want)
+
+
+# ------------------------------------------------------------------------------ label forms
+
+
+def value_and_grad(loss_module, features, labels):
+    loss = loss_module(features, labels)
+    return loss.detach(), torch.autograd.grad(loss, features)[0]
+
+
+def label_ids(labels):
+    """Each sample's label ids, reversed and with the first one repeated: order and duplicates
+    must not matter to `csr_labels`."""
+    ids = [torch.nonzero(row).flatten().tolist()[::-1] for row in labels]
+    return [sample + sample[:1] for sample in ids]
+
+
+@pytest.mark.filterwarnings("ignore:Sparse CSR tensor support is in beta")
+@pytest.mark.parametrize("case", sorted(BATCHES))
+@pytest.mark.parametrize("name", LOSS_NAMES)
+def test_csr_labels_from_label_ids_equal_the_naive_loop(name, case):
+    """The collate-function form: `csr_labels` gives the naive loop's value and gradient."""
+    spec = dict(BATCHES[case])
+    features, labels = random_batch(dtype=torch.float64, seed=zlib.crc32(f"csr/{name}/{case}".encode()) % 1000, **spec)
+    if case == "single_sample_v2":
+        labels[0, 1] = 1
+    loss_module = build(name, spec["num_labels"], features.shape[-1], torch.float64)
+    got = loss_module(features, csr_labels(label_ids(labels), spec["num_labels"]))
+    want = naive(name, features, labels, loss_module)
+    torch.testing.assert_close(got, torch.as_tensor(want, dtype=torch.float64), rtol=1e-9, atol=1e-9)
+    if want.requires_grad:
+        grad_got = torch.autograd.grad(got, features, retain_graph=True)[0]
+        grad_want = torch.autograd.grad(want, features)[0]
+        torch.testing.assert_close(grad_got, grad_want, rtol=1e-8, atol=1e-9)
+
+
+@pytest.mark.filterwarnings("ignore:Sparse CSR tensor support is in beta")
+@pytest.mark.parametrize("name", LOSS_NAMES)
+def test_every_label_form_gives_the_same_value_and_gradient(name):
+    """Long-tailed labels (some held by one sample only, an empty set, a column holding only
+    -0.0) in every dtype and layout the losses accept."""
+    num_labels = 60
+    labels = long_tailed_labels(10, num_labels, 4, seed=8).double()
+    labels[6] = 0
+    labels[:, 59] = 0
+    labels[2, 59] = -0.0
+    generator = torch.Generator().manual_seed(8)
+    features = F.normalize(torch.randn(10, 2, 6, dtype=torch.float64, generator=generator), dim=-1).requires_grad_()
+    loss_module = build(name, num_labels, 6, torch.float64)
+    want_value, want_grad = value_and_grad(loss_module, features, labels)
+    forms = {
+        "float32": labels.float(),
+        "float16": labels.half(),
+        "bfloat16": labels.bfloat16(),
+        "bool": labels.bool(),
+        "uint8": labels.to(torch.uint8),
+        "non-contiguous": labels.T.contiguous().T,
+        "coo": labels.to_sparse(),
+        "csr": labels.to_sparse_csr(),
+        "csr_labels": csr_labels(label_ids(labels), num_labels),
+    }
+    for form, variant in forms.items():
+        value, grad = value_and_grad(loss_module, features, variant)
+        torch.testing.assert_close(value, want_value, rtol=1e-12, atol=1e-12, msg=form)
+        torch.testing.assert_close(grad, want_grad, rtol=1e-12, atol=1e-12, msg=form)
+
+
+@pytest.mark.filterwarnings("ignore:Sparse CSR tensor support is in beta")
+@pytest.mark.parametrize("name", ["any", "mulsupcon", "simdissim"])
+def test_mimic_size_label_forms_agree(name):
+    """L = 25,230 with 16 labels per sample: dense float32, dense bool and CSR agree."""
+    labels = long_tailed_labels(64, 25_230, 16, seed=1)
+    features = F.normalize(torch.randn(64, 2, 32, generator=torch.Generator().manual_seed(1)), dim=-1).requires_grad_()
+    loss_module = make_loss(name)
+    want_value, want_grad = value_and_grad(loss_module, features, labels)
+    for variant in (labels.bool(), labels.to_sparse_csr(), csr_labels(label_ids(labels), 25_230)):
+        value, grad = value_and_grad(loss_module, features, variant)
+        torch.testing.assert_close(value, want_value)
+        torch.testing.assert_close(grad, want_grad)
+
+
+@pytest.mark.parametrize("views", [1, 2, 3])
+@pytest.mark.parametrize("name", ["all", "any", "jaccard", "sim", "dissim", "simdissim", "mulsupcon"])
+def test_pair_weights_equal_the_set_definitions_on_long_tailed_labels(name, views):
+    """Labels shared by many, by two and by one sample only (the product covers the shared
+    ones, the diagonal the rest): every weight equals its definition on Python sets."""
+    labels = long_tailed_labels(40, 300, 5, seed=views).double()
+    labels[7] = 0
+    weights = pair_weights(name, labels, views=views)
+    sets = [frozenset(torch.nonzero(row).flatten().tolist()) for row in labels]
+    holders = {c: sum(c in s for s in sets) for c in range(300)}
+    for b, s in enumerate(sets):
+        for b2, t in enumerate(sets):
+            if name == "mulsupcon":
+                # n_c(i) = views * holders - 1 (the anchor itself excluded).
+                want = sum(1 / (views * holders[c] - 1) for c in s & t if views * holders[c] > 1)
+            else:
+                want = PAIR_WEIGHTS[name](s, t)
+            assert weights[b, b2].item() == pytest.approx(want, rel=1e-12, abs=1e-15), (b, b2)
+
+
+@pytest.mark.filterwarnings("ignore:Sparse CSR tensor support is in beta")
+@pytest.mark.parametrize("rows_per_slice", [1, 3, 10])
+def test_dense_labels_read_in_slices_give_the_same_batch(monkeypatch, rows_per_slice):
+    """A dense matrix is read in slices of rows (sized for the CPU cache): any slicing gives
+    the same label index as the sparse path, and the same loss."""
+    labels = long_tailed_labels(10, 60, 4, seed=5)
+    labels[4] = 0
+    monkeypatch.setattr(mscl.losses, "DENSE_SLICE_BYTES", rows_per_slice * 60 * labels.element_size())
+    dense, sparse = index_labels(labels), index_labels(labels.to_sparse_csr())
+    for field in ("rows", "columns", "present", "counts"):
+        assert torch.equal(getattr(dense, field), getattr(sparse, field)), field
+    features = F.normalize(torch.randn(10, 2, 6, generator=torch.Generator().manual_seed(5)), dim=-1)
+    loss = make_loss("mulsupcon")
+    torch.testing.assert_close(loss(features, labels), loss(features, labels.to_sparse_csr()))
+
+
+@pytest.mark.parametrize("rows_per_slice", [1, 4])
+@pytest.mark.parametrize("flaw", ["half_on_a_lone_label", "cancelling_entries", "nan"])
+def test_every_dense_column_is_checked(monkeypatch, flaw, rows_per_slice):
+    """Only the columns a batch uses are read, yet no non-0/1 entry slips through."""
+    monkeypatch.setattr(mscl.losses, "DENSE_SLICE_BYTES", rows_per_slice * 6 * 4)
+    features = F.normalize(torch.randn(4, 2, 8, generator=torch.Generator().manual_seed(0)), dim=-1)
+    labels = torch.zeros(4, 6)
+    labels[:, 0] = 1
+    if flaw == "half_on_a_lone_label":
+        labels[2, 5] = 0.5
+    elif flaw == "cancelling_entries":
+        labels[1, 3], labels[2, 3] = 1.0, -1.0  # the column sums to 0
+    else:
+        labels[3, 4] = float("nan")
+    with pytest.raises(ValueError, match="multi-hot"):
+        make_loss("simdissim")(features, labels)
+
+
+def test_explicitly_stored_zeros_are_not_labels():
+    features, labels = random_batch(5, 2, 4, torch.float64, seed=9)
+    present = labels != 0
+    indices = torch.cat([torch.nonzero(present), torch.nonzero(~present)[:2]]).T  # + two stored zeros
+    values = torch.cat([torch.ones(int(present.sum()), dtype=torch.float64), torch.zeros(2, dtype=torch.float64)])
+    stored = torch.sparse_coo_tensor(indices, values, labels.shape, check_invariants=True).coalesce()
+    assert stored._nnz() == int(present.sum()) + 2
+    loss = make_loss("simdissim")
+    torch.testing.assert_close(loss(features, stored), loss(features, labels))
+
+
+@pytest.mark.filterwarnings("ignore:Sparse CSR tensor support is in beta")
+def test_csr_labels_reject_ids_outside_the_vocabulary():
+    with pytest.raises(ValueError, match=r"label ids must lie in \[0, 5\)"):
+        csr_labels([[1, 5]], 5)
+    with pytest.raises(ValueError, match="label ids"):
+        csr_labels([[-1]], 5)
+    assert csr_labels([], 5).shape == (0, 5)
 
 
 @pytest.mark.parametrize("name", [n for n in LOSS_NAMES if n not in ("proto", "msc")])
