@@ -4,7 +4,9 @@ A prepared dataset is a folder:
 
     {split}.parquet   one row per sample, split in SPLITS; columns
                       id (str), labels (list[str], label names) and exactly one content
-                      column: `text` (str) or `path` (str, image path relative to stats' root)
+                      column: `text` (str), `path` (str, image path relative to stats' root)
+                      or `features` (list[float32], one fixed length for every row of every
+                      split: a tabular dataset; stats.json records it as `feature_dim`)
     labels.txt        the ordered label vocabulary, one label per line
     stats.json        counts per split, label count, average labels per sample, label
                       frequencies, plus the provenance given by the parser (split policy,
@@ -28,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -36,7 +39,9 @@ from mscl.errors import InputError
 from mscl.io import write_json, write_text
 
 SPLITS = ("train", "val", "test")
-CONTENT_COLUMNS = ("text", "path")
+CONTENT_COLUMNS = ("text", "path", "features")
+# stats.json's `modality` for each content column.
+MODALITY = {"text": "text", "path": "image", "features": "tabular"}
 
 
 def _check_columns(name: str, frame: pd.DataFrame, where: str) -> str:
@@ -46,7 +51,7 @@ def _check_columns(name: str, frame: pd.DataFrame, where: str) -> str:
         raise InputError(
             where,
             f"split {name!r} has columns {list(frame.columns)}",
-            "a split needs 'id', 'labels' and exactly one of 'text' or 'path'",
+            "a split needs 'id', 'labels' and exactly one of 'text', 'path' or 'features'",
             field=name,
         )
     return content[0]
@@ -101,7 +106,8 @@ class _SplitTally:
 def _parquet_schema(frame: pd.DataFrame, content: str) -> pa.Schema:
     """Schema of a split file: id/content as strings, labels as list<string>, other columns inferred."""
     inferred = pa.Schema.from_pandas(frame, preserve_index=False)
-    fixed = {"id": pa.string(), "labels": pa.list_(pa.string()), content: pa.string()}
+    content_type = pa.list_(pa.float32()) if content == "features" else pa.string()
+    fixed = {"id": pa.string(), "labels": pa.list_(pa.string()), content: content_type}
     fields = [pa.field(f.name, fixed.get(f.name, f.type)) for f in inferred]
     return pa.schema(fields, metadata=inferred.metadata)
 
@@ -129,6 +135,7 @@ class ManifestWriter:
             _check_vocabulary(self._labels, self._where)
         self._info = dict(info or {})
         self._content: str | None = None
+        self._feature_dim: int | None = None  # length of every `features` row, once one is seen
         self._schemas: dict[str, pa.Schema] = {}
         self._writers: dict[str, pq.ParquetWriter] = {}
         self._split_of_id: dict[str, str] = {}
@@ -163,9 +170,27 @@ class ManifestWriter:
             return
         frame = frame.reset_index(drop=True)
         frame = frame.assign(id=frame["id"].astype(str), labels=frame["labels"].map(lambda ls: [str(x) for x in ls]))
+        if content == "features":
+            self._check_features(split, frame["features"])
         self._register_ids(split, frame["id"])
         self._tallies[split].add(frame["labels"])
         self._write_rows(split, frame, content)
+
+    def _check_features(self, split: str, features: pd.Series) -> None:
+        """Every feature vector must be finite and as long as every other one, across splits."""
+        lengths = set(features.map(len))
+        if self._feature_dim is not None:
+            lengths.add(self._feature_dim)
+        if len(lengths) != 1 or 0 in lengths:
+            raise InputError(
+                self._where,
+                f"split {split!r} has feature vectors of lengths {sorted(lengths)}",
+                "give every sample the same, non-zero number of features",
+                field="features",
+            )
+        self._feature_dim = lengths.pop()
+        if not all(np.isfinite(np.asarray(row, dtype=np.float64)).all() for row in features):
+            raise InputError(self._where, f"split {split!r} has a NaN or infinite feature", "impute or drop such samples first", field="features")
 
     def _register_ids(self, split: str, ids: pd.Series) -> None:
         """Reject an id repeated within a split or shared by two splits."""
@@ -230,7 +255,8 @@ class ManifestWriter:
         occurrences = sum(self._tallies[name].label_occurrences for name in SPLITS)
         return {
             **info,
-            "modality": "text" if self._content == "text" else "image",
+            "modality": MODALITY.get(self._content, "image"),
+            **({"feature_dim": self._feature_dim} if self._content == "features" else {}),
             "num_labels": len(vocabulary),
             "counts": {name: per_split[name]["samples"] for name in SPLITS},
             "total": total,
