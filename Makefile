@@ -37,4 +37,4 @@ bench: install
 	$(BIN)/python -m mscl bench preprocess
 
 clean-results:
-	rm -rf results/tables results/figures data/processed logs benchmarks .snakemake
+	rm -rf results/tables results/figures results/logs results/benchmarks data/processed .snakemake

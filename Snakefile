@@ -1,12 +1,20 @@
 # Reproduction pipeline for "Similarity-Dissimilarity Loss for Multi-label Supervised
 # Contrastive Learning" (TMLR 2026). Logic lives in the `mscl` package (src/mscl); the rules
 # only call its `python -m mscl ...` commands. See README.md.
+import os
+
 from snakemake.utils import min_version, validate
 
 min_version("9.0")
 
 
-configfile: "config.yaml"
+# The embedded default applies only when no config file is named on the command line:
+# `--configfile config/paper.yaml` gives exactly the paper's grid, nothing merged in from the
+# demo (list several files to layer them: `--configfile config.yaml my_overrides.yaml`).
+# `--config key=value` still overrides whichever config is in force.
+if not workflow.overwrite_configfiles:
+
+    configfile: os.path.join(workflow.basedir, "config.yaml")
 
 
 validate(config, "workflow/schemas/config.schema.yaml")

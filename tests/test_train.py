@@ -299,9 +299,32 @@ def test_bad_config_fails_before_any_output(
     assert not (tmp_path / "out").exists()
 
 
-def test_resume_refuses_a_checkpoint_of_another_spec(text_data: Path, tiny_models: dict, tmp_path: Path, capsys) -> None:
-    spec = run_spec(encoder_spec("hf", tiny_models), max_steps_per_epoch=1)
-    assert pretrain(text_data, spec, tmp_path / "out", "--stop-after-epoch", "1") == EXIT_STOPPED
-    assert pretrain(text_data, {**spec, "loss": "any"}, tmp_path / "out") == 1
-    assert "different run spec" in capsys.readouterr().err
-    assert json.loads((tmp_path / "out" / "resolved_spec.json").read_text())["loss"] == "simdissim"
+def test_a_checkpoint_of_another_spec_is_discarded_and_the_run_starts_over(
+    text_data: Path, tiny_models: dict, tmp_path: Path, capsys
+) -> None:
+    spec = run_spec(encoder_spec("hf", tiny_models), epochs=2, max_steps_per_epoch=1)
+    out = tmp_path / "out"
+    assert pretrain(text_data, spec, out, "--stop-after-epoch", "1") == EXIT_STOPPED
+    capsys.readouterr()
+    changed = {**spec, "loss": "any", "pretrain": {**spec["pretrain"], "epochs": 3}}
+    assert pretrain(text_data, changed, out) == 0
+    err = capsys.readouterr().err
+    assert "discarding checkpoint.pt: the run spec changed (loss, pretrain.epochs)" in err
+    assert "resumed" not in err
+    assert json.loads((out / "resolved_spec.json").read_text())["loss"] == "any"
+    assert load(out / "checkpoint.pt")["epoch"] == 3
+    # The old run's log row is gone: epochs 1-3 of the new run, once each.
+    assert pd.read_csv(out / "train_log.csv")["epoch"].tolist() == [1, 2, 3]
+    # One log line per epoch with loss, learning rate, throughput and elapsed time.
+    lines = [line for line in err.splitlines() if line.startswith("pretrain epoch")]
+    assert len(lines) == 3 and all(k in lines[0] for k in ("loss", "lr", "samples/s", "elapsed"))
+
+
+def test_the_same_spec_resumes_after_its_last_checkpoint(text_data: Path, tiny_models: dict, tmp_path: Path, capsys) -> None:
+    spec = run_spec(encoder_spec("hf", tiny_models), epochs=3, max_steps_per_epoch=1)
+    assert pretrain(text_data, spec, tmp_path / "out", "--stop-after-epoch", "2") == EXIT_STOPPED
+    capsys.readouterr()
+    assert pretrain(text_data, spec, tmp_path / "out") == 0
+    err = capsys.readouterr().err
+    assert "resumed from checkpoint.pt after epoch 2" in err and "discarding" not in err
+    assert [line.split(":")[0] for line in err.splitlines() if line.startswith("pretrain epoch")] == ["pretrain epoch 3/3"]

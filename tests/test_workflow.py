@@ -5,11 +5,14 @@ from __future__ import annotations
 import csv
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 DATASETS = [
@@ -18,14 +21,24 @@ DATASETS = [
 ]
 
 
-def snakemake(workdir: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-    """Run the repository's Snakefile with `workdir` as working directory (outputs land there)."""
-    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
-    command = [
+def snakemake_command(workdir: Path, *args: str, profile: str = "none") -> list[str]:
+    """The command line that runs the repository's Snakefile with `workdir` as working directory
+    (outputs land there) and the embedded default config unless `args` name a --configfile
+    (targets go before it: --configfile takes every word that follows)."""
+    return [
         sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--directory", str(workdir),
-        "--configfile", str(REPO / "config.yaml"), "--workflow-profile", "none", "--cores", "2", *args,
+        "--workflow-profile", profile, "--cores", "2", *args,
     ]
-    result = subprocess.run(command, capture_output=True, text=True, env=env)
+
+
+def job_env() -> dict[str, str]:
+    """This interpreter's folder first on PATH: the rules run `python -m mscl`."""
+    return dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+
+
+def snakemake(workdir: Path, *args: str, check: bool = True, profile: str = "none") -> subprocess.CompletedProcess:
+    """Run Snakemake to the end (see `snakemake_command`); raise with its output tail if it fails."""
+    result = subprocess.run(snakemake_command(workdir, *args, profile=profile), capture_output=True, text=True, env=job_env())
     if check and result.returncode != 0:
         raise AssertionError(f"snakemake failed ({result.returncode}):\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}")
     return result
@@ -87,7 +100,7 @@ def test_bad_config_fails_at_parse_time_naming_the_key(tmp_path, override, key):
     assert result.returncode != 0
     output = result.stdout + result.stderr
     assert key in output and "Error validating config" in output
-    assert not (tmp_path / "data").exists() and not (tmp_path / "logs").exists()
+    assert not (tmp_path / "data").exists() and not (tmp_path / "results").exists()
 
 
 @pytest.mark.slow
@@ -110,7 +123,7 @@ def test_default_data_stage_end_to_end(tmp_path):
 
     notes = pd.read_parquet(tmp_path / "data" / "processed" / "mimic3_full" / "train.parquet")["text"]
     windows = {text[i : i + 30] for text in notes for i in range(0, max(1, len(text) - 30), 97)}
-    logs = [path.read_text() for path in (tmp_path / "logs").rglob("*.log")]
+    logs = [path.read_text() for path in (tmp_path / "results" / "logs").rglob("*.log")]
     assert len(logs) >= 14 and windows
     assert not any(window in log for window in windows for log in logs)
     again = snakemake(tmp_path, "-n", target)
@@ -121,15 +134,65 @@ def test_experiment_naming_an_unprepared_dataset_fails_at_parse_time(tmp_path):
     result = snakemake(tmp_path, "-n", "--config", "datasets=[coco]", check=False)
     assert result.returncode != 0
     output = result.stdout + result.stderr
-    assert "experiments.image.datasets names 'voc'" in output and "add it there" in output
+    assert "experiments.image.datasets names 'voc'" in output and "Fix: add it to `datasets`" in output
 
 
-def test_paper_configuration_dry_runs_the_full_grid(tmp_path):
-    """config/paper.yaml without any data: the DAG and its job counts per rule."""
-    result = snakemake(tmp_path, "-n", "--configfile", str(REPO / "config" / "paper.yaml"))
-    counts = job_counts(result.stdout + result.stderr)
-    runs = 21 + 2 + 12 + 8 + 2 + 72  # the demo grid with every encoder on every MIMIC setting
-    assert counts == expected_job_counts(runs, demo=False)
+def test_experiment_naming_an_unknown_dataset_offers_a_valid_fix(tmp_path):
+    """A typo must not be told to 'add it to datasets' (the schema would reject that)."""
+    config = yaml.safe_load((REPO / "config.yaml").read_text())
+    config["experiments"]["image"]["datasets"] = ["cocoo"]
+    config_file = tmp_path / "typo.yaml"
+    config_file.write_text(yaml.safe_dump(config))
+    result = snakemake(tmp_path, "-n", "--configfile", str(config_file), check=False)
+    output = result.stdout + result.stderr
+    assert result.returncode != 0
+    assert "names 'cocoo', which is not a dataset setting of this pipeline" in output
+    assert "Fix: use one of ['coco'," in output and "add it to `datasets`" not in output
+    assert str(config_file) in output
+
+
+def test_paper_dry_run_from_the_repository_root_is_exactly_the_paper_grid():
+    """As the README says: from the repository root, default workflow profile, no data. Nothing
+    of the embedded default (its tiny models, its demo generators) leaks into the paper's grid."""
+    result = subprocess.run(
+        [sys.executable, "-m", "snakemake", "-n", "--configfile", "config/paper.yaml"],
+        cwd=REPO, capture_output=True, text=True, env=job_env(),
+    )
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-4000:]
+    runs = 21 + 2 + 12 + 8 + 2 + 72  # paper grid: every text encoder on every MIMIC setting
+    assert job_counts(output) == expected_job_counts(runs, demo=False)
+    assert "tiny" not in output and "make_demo" not in output
+    # The placeholder roots are reported, naming the config key, while the dry run goes on.
+    assert "sources.coco.root: '/path/to/coco2014' does not exist" in output
+    assert "Fix: set `sources.coco.root` in" in output and "config/paper.yaml" in output
+
+
+def test_a_missing_source_root_stops_the_run_before_any_job(tmp_path):
+    config = yaml.safe_load((REPO / "config.yaml").read_text())
+    config["sources"]["voc"]["root"] = str(tmp_path / "no_such_voc")
+    config["sources"]["mimic3"]["splits"] = str(tmp_path / "no_such_splits")
+    config_file = tmp_path / "bad_root.yaml"
+    config_file.write_text(yaml.safe_dump(config))
+    result = snakemake(tmp_path, "results/tables/statistics.csv", "--configfile", str(config_file), check=False)
+    output = result.stdout + result.stderr
+    assert result.returncode != 0
+    assert f"sources.voc.root: '{tmp_path / 'no_such_voc'}' does not exist" in output
+    assert "Fix: set `sources.voc.root` in" in output and "Annotations, ImageSets/Main/trainval.txt" in output
+    assert not (tmp_path / "data").exists() and not (tmp_path / "results").exists()  # no job ran
+    # A local split folder is checked the same way (the VOC root fixed, MIMIC-III's splits not).
+    voc = tmp_path / "voc"
+    for part in ("Annotations", "ImageSets/Main", "JPEGImages"):
+        (voc / part).mkdir(parents=True)
+    for name in ("trainval.txt", "test.txt"):
+        (voc / "ImageSets" / "Main" / name).write_text("")
+    config["sources"]["voc"]["root"] = str(voc)
+    config_file.write_text(yaml.safe_dump(config))
+    result = snakemake(tmp_path, "results/tables/statistics.csv", "--configfile", str(config_file), check=False)
+    output = result.stdout + result.stderr
+    assert result.returncode != 0 and "sources.voc.root" not in output
+    assert f"sources.mimic3.splits: '{tmp_path / 'no_such_splits'}' is not an existing folder" in output
+    assert not (tmp_path / "data").exists()
 
 
 @pytest.mark.slow
@@ -140,8 +203,8 @@ def test_one_run_trains_and_probes_through_snakemake(tmp_path):
     metrics = json.loads((tmp_path / "results" / "runs" / run / "probe" / "metrics.json").read_text())
     assert 0.0 <= metrics["test"]["micro_f1"] <= 1.0 and metrics["spec"]["loss"] == "simdissim"
     for stage in ("pretrain", "probe"):
-        assert (tmp_path / "logs" / stage / f"{run}.log").exists()
-        header = (tmp_path / "benchmarks" / stage / f"{run}.tsv").read_text().splitlines()[0]
+        assert (tmp_path / "results" / "logs" / stage / f"{run}.log").exists()
+        header = (tmp_path / "results" / "benchmarks" / stage / f"{run}.tsv").read_text().splitlines()[0]
         assert header.split("\t")[:3] == ["s", "h:m:s", "max_rss"]
 
 
@@ -149,8 +212,6 @@ def test_one_run_trains_and_probes_through_snakemake(tmp_path):
 def test_mini_grid_builds_every_table_figure_and_the_report(tmp_path):
     """The whole DAG on one image dataset and two losses: every table and figure is built
     (absent cells marked missing, not dropped), and `snakemake --report` succeeds."""
-    import yaml
-
     config = yaml.safe_load((REPO / "config.yaml").read_text())
     config["datasets"] = ["coco"]
     config["experiments"] = {
@@ -174,3 +235,107 @@ def test_mini_grid_builds_every_table_figure_and_the_report(tmp_path):
     report = tmp_path / "report.html"
     snakemake(tmp_path, "--configfile", str(config_file), "--report", str(report))
     assert report.stat().st_size > 10_000
+
+
+TINY_RUN = "aapd/roberta-tiny/simdissim/bs8/seed0"
+
+
+def tiny_text_config(path: Path, epochs: int) -> Path:
+    """One AAPD-demo run of a tiny random RoBERTa: one step per epoch, so `epochs` sets how long
+    the pretrain job takes (a checkpoint every epoch)."""
+    config = yaml.safe_load((REPO / "config.yaml").read_text())
+    config["datasets"] = ["aapd"]
+    config["encoders"] = {
+        "roberta-tiny": {
+            "role": "roberta",
+            "spec": {"kind": "hf", "path": "{tiny}/roberta", "max_length": 32, "pooling": "mean"},
+            "resources": {"threads": 1, "mem_mb": 2000, "runtime": 20},
+        }
+    }
+    config["experiments"] = {
+        "one": {"datasets": ["aapd"], "encoders": ["roberta-tiny"], "losses": ["simdissim"], "batch_sizes": [8]}
+    }
+    config["training"] = {"pretrain": {"epochs": epochs, "max_steps_per_epoch": 1}, "probe": {"epochs": 2}}
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def wait_for(condition, timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+        time.sleep(0.2)
+
+
+def training_processes(run_dir: Path) -> list:
+    """Live processes whose command line names this run's folder (the pretrain job)."""
+    import psutil
+
+    found = []
+    for process in psutil.process_iter(["cmdline"]):
+        try:
+            if any(str(run_dir) in part for part in process.info["cmdline"] or []):
+                found.append(process)
+        except psutil.Error:
+            pass
+    return found
+
+
+@pytest.mark.slow
+def test_sigint_to_snakemake_stops_training_and_the_rerun_resumes_then_a_changed_spec_restarts(tmp_path):
+    """`kill -INT <snakemake>` alone (not the process group): the running pretrain job stops
+    within seconds, keeps its last checkpoint, and the next run (default workflow profile)
+    resumes from it; then an edited training setting makes the job start over by itself."""
+    workdir = tmp_path / "work"
+    config = tiny_text_config(tmp_path / "tiny.yaml", epochs=400)
+    run_dir = workdir / "results" / "runs" / TINY_RUN / "pretrain"
+    target = f"results/runs/{TINY_RUN}/pretrain/encoder.pt"
+    # The data and tiny models first, so that the interrupt below lands in training.
+    snakemake(workdir, "data/processed/aapd/stats.json", "models/tiny", "--configfile", str(config))
+
+    process = subprocess.Popen(
+        snakemake_command(workdir, target, "--configfile", str(config), profile=str(REPO / "workflow/profiles/default")),
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=job_env(), start_new_session=True,
+    )
+    try:
+        wait_for(lambda: (run_dir / "train_log.csv").exists() and len((run_dir / "train_log.csv").read_text().splitlines()) > 3,
+                 180, "the pretrain job to checkpoint a few epochs")
+        os.kill(process.pid, signal.SIGINT)
+        interrupted = time.monotonic()
+        output, _ = process.communicate(timeout=60)
+        stopped_after = time.monotonic() - interrupted
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+    assert process.returncode != 0, output[-3000:]
+    assert stopped_after < 30, f"snakemake took {stopped_after:.0f} s to stop"
+    wait_for(lambda: not training_processes(run_dir), 15, "the training process to be gone")
+    epochs_done = torch_load(run_dir / "checkpoint.pt")["epoch"]
+    assert 1 <= epochs_done < 400 and not (run_dir / "encoder.pt").exists()
+
+    # Rerun with the default profile (rerun-incomplete): resumes after the last checkpoint.
+    snakemake(workdir, target, "--configfile", str(config), profile=str(REPO / "workflow/profiles/default"))
+    log = (workdir / "results" / "logs" / "pretrain" / f"{TINY_RUN}.log").read_text()
+    assert f"resumed from checkpoint.pt after epoch {epochs_done}" in log
+    assert f"pretrain epoch {epochs_done + 1}/400:" in log and f"pretrain epoch {epochs_done}/400:" not in log
+    epochs = [int(line.split(",")[0]) for line in (run_dir / "train_log.csv").read_text().splitlines()[1:]]
+    assert epochs == list(range(1, 401))
+    assert (workdir / "results" / "benchmarks" / "pretrain" / f"{TINY_RUN}.tsv").exists()
+
+    # An edited training setting: Snakemake reruns the job (params changed) and the job starts
+    # over instead of failing on the other spec's checkpoint.
+    changed = tiny_text_config(tmp_path / "tiny.yaml", epochs=3)
+    snakemake(workdir, target, "--configfile", str(changed))
+    log = (workdir / "results" / "logs" / "pretrain" / f"{TINY_RUN}.log").read_text()
+    assert "discarding checkpoint.pt: the run spec changed (pretrain.epochs); starting over from epoch 1" in log
+    assert [line.split(":")[0] for line in log.splitlines() if line.startswith("pretrain epoch")] == [
+        "pretrain epoch 1/3", "pretrain epoch 2/3", "pretrain epoch 3/3"
+    ]
+    assert torch_load(run_dir / "checkpoint.pt")["epoch"] == 3 and (run_dir / "encoder.pt").exists()
+
+
+def torch_load(path: Path) -> dict:
+    import torch
+
+    return torch.load(path, weights_only=True)

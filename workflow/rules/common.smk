@@ -2,19 +2,34 @@ import itertools
 import json
 import os
 import shlex
+import sys
+
+import yaml
+from snakemake.exceptions import WorkflowError
+from snakemake.logging import logger
+from snakemake.shell import shell as job_shell
 
 # Shared definitions: paths, the dataset -> source map, input functions, target lists.
-# No logic beyond that: everything else lives in the mscl package.
+# No logic beyond that: everything else lives in the mscl package. The source checks come
+# from the checkout's own src/ (standard library only), whatever environment runs Snakemake.
+sys.path.insert(0, os.path.join(workflow.basedir, "src"))
+from mscl.data.sources import LAYOUTS, SPLIT_LIST_FILES, source_problem, split_folder_problem
+from mscl.interrupt import stop_jobs_on_sigint
+
+# `kill -INT` on Snakemake alone stops the running jobs too (mscl.interrupt). The running
+# jobs' shells are Snakemake's own bookkeeping (job id -> Popen), read at interrupt time.
+stop_jobs_on_sigint(lambda: [process.pid for process in list(getattr(job_shell, "_processes", {}).values())])
 
 RAW = config["paths"]["raw"]
 PROCESSED = config["paths"]["processed"]
 RESULTS = config["paths"]["results"]
+# Logs and benchmarks belong to the config that made them: a second config with another
+# results path keeps its own (and its own cost table).
+LOGS = f"{RESULTS}/logs"
+BENCHMARKS = f"{RESULTS}/benchmarks"
 
 # A prepared dataset is a folder of these files (see mscl.data.manifest).
 MANIFEST_FILES = ["train.parquet", "val.parquet", "test.parquet", "labels.txt", "stats.json"]
-SPLIT_LIST_FILES = [
-    f"{split}_{space}_hadm_ids.csv" for split in ("train", "dev", "test") for space in ("full", "50")
-] + ["top50_code_list.txt"]
 MODELS = config["paths"]["models"]
 TINY_MODELS = f"{MODELS}/tiny"
 MIMIC_VERSIONS = ["mimic3", "mimic4_icd9", "mimic4_icd10"]
@@ -23,21 +38,38 @@ DEMO_KINDS = ["coco", "voc", "nuswide", "aapd", "mimic3", "mimic4"]
 CONDA_ENV = "../../envs/mscl.yaml"
 
 
+def config_files():
+    """The config files in force, for error messages."""
+    return ", ".join(map(str, workflow.configfiles)) or "your config file"
+
+
+def known_datasets():
+    with open(os.path.join(workflow.basedir, "workflow/schemas/config.schema.yaml")) as handle:
+        return yaml.safe_load(handle)["properties"]["datasets"]["items"]["enum"]
+
+
 def experiment_runs():
     """Every (dataset, encoder, loss, batch, seed) the experiment blocks name, once each."""
     runs = set()
     for block_name, block in config["experiments"].items():
         for dataset in block["datasets"]:
+            if dataset not in known_datasets():
+                raise ValueError(
+                    f"config experiments.{block_name}.datasets names {dataset!r}, which is not a dataset "
+                    f"setting of this pipeline. Fix: use one of {known_datasets()} in {config_files()}"
+                )
             if dataset not in config["datasets"]:
                 raise ValueError(
                     f"config experiments.{block_name}.datasets names {dataset!r}, which is not in "
-                    f"`datasets` {config['datasets']}: add it there or remove it from the block"
+                    f"`datasets` {config['datasets']}. Fix: add it to `datasets` or remove it from the "
+                    f"block, in {config_files()}"
                 )
         for encoder in block["encoders"]:
             if encoder not in config["encoders"]:
                 raise ValueError(
                     f"config experiments.{block_name}.encoders names {encoder!r}, which is not a key of "
-                    f"`encoders` {sorted(config['encoders'])}: define it or fix the name"
+                    f"`encoders` {sorted(config['encoders'])}. Fix: define it under `encoders` or fix the "
+                    f"name, in {config_files()}"
                 )
         for combination in itertools.product(
             block["datasets"], block["encoders"], block["losses"], block["batch_sizes"], config["seeds"]
@@ -100,6 +132,43 @@ def demo_input(source):
     return [f"{RAW}/demo/{source}"] if is_demo(source) else []
 
 
+_reported_config_problems = set()
+
+
+def config_problem(message):
+    """Stop a real run with `message`; a dry run (-n) only warns, once, so that the grid can be
+    inspected before the data is in place."""
+    if not workflow.dryrun:
+        raise WorkflowError(message)
+    if message not in _reported_config_problems:
+        _reported_config_problems.add(message)
+        logger.warning(f"WARNING (a real run stops here): {message}")
+
+
+def source_input(fixed_source, manifest_dataset):
+    """Input function of a preprocessing rule (for MIMIC the source follows the {version}
+    wildcard): the demo folder, or [] after checking the real root while the DAG is built,
+    before any job runs. Skipped once the dataset's manifest exists: the raw files may live
+    elsewhere by then."""
+
+    def raw(wildcards):
+        source = source_of(wildcards.get("version", fixed_source))
+        if is_demo(source):
+            return [f"{RAW}/demo/{source}"]
+        if os.path.exists(f"{PROCESSED}/{manifest_dataset.format(**wildcards)}/stats.json"):
+            return []
+        problem = source_problem(source, config["sources"][source]["root"])
+        if problem:
+            layout = ", ".join(entry.replace("|", " or ") for entry in LAYOUTS[source])
+            config_problem(
+                f"sources.{source}.root: {problem}. Fix: set `sources.{source}.root` in {config_files()} to "
+                f"the folder that holds {layout}"
+            )
+        return []
+
+    return raw
+
+
 def mimic_root(wildcards, input):
     source = source_of(wildcards.version)
     return input.raw[0] if is_demo(source) else config["sources"][source]["root"]
@@ -121,9 +190,20 @@ def split_list_option(version):
     return f"--source {splits}/{version}"
 
 
-def split_list_input(version):
-    source = source_of(version)
-    return demo_input(source) if config["sources"][source]["splits"] == "demo" else []
+def split_list_input(wildcards):
+    """The demo folder for demo lists; a local split folder is checked before any job runs."""
+    source = source_of(wildcards.version)
+    splits = config["sources"][source]["splits"]
+    if splits == "demo":
+        return demo_input(source)
+    if splits != "download" and not os.path.exists(f"{PROCESSED}/splits/{wildcards.version}/top50_code_list.txt"):
+        problem = split_folder_problem(source, splits)
+        if problem:
+            config_problem(
+                f"sources.{source}.splits: {problem}. Fix: set `sources.{source}.splits` in {config_files()} "
+                f"to `download` or a folder laid out like shared/data/mimic_splits"
+            )
+    return []
 
 
 def encoder_spec(name):
@@ -181,7 +261,7 @@ def run_outputs(stage_file):
 
 
 def run_benchmarks(rule_name):
-    return [f"benchmarks/{rule_name}/{d}/{e}/{l}/bs{b}/seed{s}.tsv" for d, e, l, b, s in RUNS]
+    return [f"{BENCHMARKS}/{rule_name}/{d}/{e}/{l}/bs{b}/seed{s}.tsv" for d, e, l, b, s in RUNS]
 
 
 TABLES = ["image", "aapd", "mimic_full", "mimic_50", "sota", "ablation", "paper_vs_run", "cost"]

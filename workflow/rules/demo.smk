@@ -7,7 +7,7 @@ rule make_demo:
     conda:
         CONDA_ENV
     log:
-        "logs/demo/{kind}.log",
+        f"{LOGS}/demo/{{kind}}.log",
     params:
         seed=config["seed"],
     shell:

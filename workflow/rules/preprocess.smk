@@ -9,13 +9,13 @@ localrules:
 
 rule prepare_coco:
     input:
-        raw=demo_input("coco"),
+        raw=source_input("coco", "coco"),
     output:
         manifest("coco"),
     conda:
         CONDA_ENV
     log:
-        "logs/preprocess/coco.log",
+        f"{LOGS}/preprocess/coco.log",
     params:
         root=raw_root("coco"),
         out=folder_of("output"),
@@ -28,13 +28,13 @@ rule prepare_coco:
 
 rule prepare_voc:
     input:
-        raw=demo_input("voc"),
+        raw=source_input("voc", "voc"),
     output:
         manifest("voc"),
     conda:
         CONDA_ENV
     log:
-        "logs/preprocess/voc.log",
+        f"{LOGS}/preprocess/voc.log",
     params:
         root=raw_root("voc"),
         out=folder_of("output"),
@@ -48,13 +48,13 @@ rule prepare_voc:
 
 rule prepare_nuswide:
     input:
-        raw=demo_input("nuswide"),
+        raw=source_input("nuswide", "nuswide"),
     output:
         manifest("nuswide"),
     conda:
         CONDA_ENV
     log:
-        "logs/preprocess/nuswide.log",
+        f"{LOGS}/preprocess/nuswide.log",
     params:
         root=raw_root("nuswide"),
         out=folder_of("output"),
@@ -67,13 +67,13 @@ rule prepare_nuswide:
 
 rule prepare_aapd:
     input:
-        raw=demo_input("aapd"),
+        raw=source_input("aapd", "aapd"),
     output:
         manifest("aapd"),
     conda:
         CONDA_ENV
     log:
-        "logs/preprocess/aapd.log",
+        f"{LOGS}/preprocess/aapd.log",
     params:
         root=raw_root("aapd"),
         out=folder_of("output"),
@@ -86,13 +86,13 @@ rule prepare_aapd:
 
 rule mimic_split_lists:
     input:
-        lambda wildcards: split_list_input(wildcards.version),
+        split_list_input,
     output:
         expand(f"{PROCESSED}/splits/{{{{version}}}}/{{name}}", name=SPLIT_LIST_FILES),
     conda:
         CONDA_ENV
     log:
-        "logs/preprocess/{version}_splits.log",
+        f"{LOGS}/preprocess/{{version}}_splits.log",
     params:
         out=folder_of("output"),
         source=lambda wildcards: split_list_option(wildcards.version),
@@ -104,14 +104,14 @@ rule mimic_split_lists:
 rule prepare_mimic:
     input:
         splits=rules.mimic_split_lists.output,
-        raw=lambda wildcards: demo_input(source_of(wildcards.version)),
+        raw=source_input(None, "{version}_full"),
     output:
         full=manifest("{version}_full"),
         top50=manifest("{version}_50"),
     conda:
         CONDA_ENV
     log:
-        "logs/preprocess/{version}.log",
+        f"{LOGS}/preprocess/{{version}}.log",
     params:
         root=mimic_root,
         splits=folder_of("input.splits"),

@@ -17,7 +17,7 @@ rule collect_runs:
     conda:
         CONDA_ENV
     log:
-        "logs/report/collect.log",
+        f"{LOGS}/report/collect.log",
     params:
         roles="--roles " + " ".join(f"{name}={encoder['role']}" for name, encoder in config["encoders"].items()),
         counts=lambda wildcards, input: "--train-counts "
@@ -38,7 +38,7 @@ rule paper_table:
     conda:
         CONDA_ENV
     log:
-        "logs/report/table_{table}.log",
+        f"{LOGS}/report/table_{{table}}.log",
     params:
         prefix=lambda wildcards, output: os.path.splitext(output.tex)[0],
         batch=batch_size_option,
@@ -58,7 +58,7 @@ rule cost_table:
     conda:
         CONDA_ENV
     log:
-        "logs/report/table_cost.log",
+        f"{LOGS}/report/table_cost.log",
     params:
         prefix=lambda wildcards, output: os.path.splitext(output.tex)[0],
     shell:
@@ -76,7 +76,7 @@ rule paper_figure:
     conda:
         CONDA_ENV
     log:
-        "logs/report/figure_{figure}.log",
+        f"{LOGS}/report/figure_{{figure}}.log",
     params:
         prefix=lambda wildcards, output: os.path.splitext(output.pdf)[0],
         batch=batch_size_option,

@@ -15,7 +15,7 @@ rule statistics_table:
     conda:
         CONDA_ENV
     log:
-        "logs/tables/statistics.log",
+        f"{LOGS}/tables/statistics.log",
     params:
         datasets=lambda wildcards, input: " ".join(
             f"--dataset {os.path.basename(os.path.dirname(p))}={os.path.dirname(p)}" for p in input

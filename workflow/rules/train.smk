@@ -9,7 +9,7 @@ rule tiny_models:
     conda:
         CONDA_ENV
     log:
-        "logs/models/tiny.log",
+        f"{LOGS}/models/tiny.log",
     params:
         seed=config["seed"],
     shell:
@@ -27,9 +27,9 @@ rule pretrain:
     conda:
         CONDA_ENV
     log:
-        f"logs/pretrain/{RUN_NAME}.log",
+        f"{LOGS}/pretrain/{RUN_NAME}.log",
     benchmark:
-        f"benchmarks/pretrain/{RUN_NAME}.tsv"
+        f"{BENCHMARKS}/pretrain/{RUN_NAME}.tsv"
     threads: encoder_threads
     resources:
         gpu=encoder_resource("gpu"),
@@ -55,9 +55,9 @@ rule probe:
     conda:
         CONDA_ENV
     log:
-        f"logs/probe/{RUN_NAME}.log",
+        f"{LOGS}/probe/{RUN_NAME}.log",
     benchmark:
-        f"benchmarks/probe/{RUN_NAME}.tsv"
+        f"{BENCHMARKS}/probe/{RUN_NAME}.tsv"
     threads: encoder_threads
     resources:
         gpu=encoder_resource("gpu"),

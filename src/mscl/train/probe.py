@@ -39,6 +39,7 @@ from tqdm import tqdm
 
 from mscl.data.manifest import SPLITS, read_labels
 from mscl.errors import InputError
+from mscl.interrupt import exit_on_sigterm
 from mscl.io import atomic_path, write_json, write_text
 from mscl.metrics import evaluate
 from mscl.train.data import Split, eval_dataset, load_split, make_loader
@@ -126,9 +127,12 @@ def cached_features(
     if path.exists() and path.stat().st_mtime_ns >= weights.stat().st_mtime_ns:
         cached = load_checkpoint(path)
         if cached.get("fingerprint") == fingerprint:
+            print(f"probe: {path.name} reused from the cache", file=sys.stderr)
             return cached["features"]
+    started = time.perf_counter()
     features = compute()
     save_checkpoint(path, {"fingerprint": fingerprint, "features": features})
+    print(f"probe: {path.name}: {len(features)} samples in {time.perf_counter() - started:.1f} s", file=sys.stderr)
     return features
 
 
@@ -157,7 +161,8 @@ def train_probe(
     optimizer = torch.optim.Adam(layer.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     criterion = nn.BCEWithLogitsLoss()
     best_layer, best_epoch, best_metrics, best_value, rows = layer, 0, {}, None, []
-    for epoch in tqdm(range(1, cfg.epochs + 1), desc="probe", disable=None, file=sys.stderr):
+    fit_started = time.perf_counter()
+    for epoch in range(1, cfg.epochs + 1):
         started = time.perf_counter()
         layer.train()
         loss_sum, batches = 0.0, 0
@@ -173,6 +178,14 @@ def train_probe(
         value = float(metrics[cfg.select_metric])
         if better(value, best_value):
             best_layer, best_epoch, best_metrics, best_value = copy.deepcopy(layer), epoch, metrics, value
+        seconds = time.perf_counter() - started
+        print(
+            f"probe epoch {epoch}/{cfg.epochs}: train BCE {loss_sum / batches:.4f}, lr {cfg.lr:g}, "
+            f"{len(train_x) / seconds:.0f} samples/s, val {cfg.select_metric} {value:.4f}, elapsed "
+            f"{time.perf_counter() - fit_started:.1f} s",
+            file=sys.stderr,
+            flush=True,
+        )
         rows.append(
             {
                 "epoch": epoch,
@@ -181,11 +194,13 @@ def train_probe(
                 "val_micro_f1": f"{metrics['micro_f1']:.6f}",
                 "val_macro_f1": f"{metrics['macro_f1']:.6f}",
                 "val_map": f"{metrics['map']:.6f}",
-                "seconds": f"{time.perf_counter() - started:.3f}",
+                "seconds": f"{seconds:.3f}",
             }
         )
     if best_epoch == 0:  # every epoch's metric was NaN: keep the last layer, say so in the log
+        print(f"probe: val {cfg.select_metric} was NaN in every epoch; keeping the last epoch", file=sys.stderr)
         best_layer, best_epoch, best_metrics = layer, cfg.epochs, metrics
+    print(f"probe: selected epoch {best_epoch} (val {cfg.select_metric} {best_metrics[cfg.select_metric]:.4f})", file=sys.stderr)
     return best_layer, best_epoch, best_metrics, rows
 
 
@@ -221,6 +236,7 @@ def write_log(path: Path, rows: list[dict[str, Any]]) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    exit_on_sigterm("probe: stopped by SIGTERM; cached features stay and a rerun reuses them")
     spec = load_spec(args.spec)
     weights = args.pretrained / "encoder.pt"
     if not weights.is_file():
@@ -253,8 +269,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     write_log(out / "probe_log.csv", rows)
     test_scores = probabilities(layer.eval(), features["test"].to(device))
     write_test_scores(out / "test_scores.parquet", splits["test"], test_scores, vocabulary)
+    test_metrics = evaluate(targets["test"].numpy(), test_scores)
+    print(
+        "probe: test " + ", ".join(f"{name} {test_metrics[name]:.4f}" for name in ("micro_f1", "macro_f1", "map")),
+        file=sys.stderr,
+    )
     metrics = {
-        "test": json_safe(evaluate(targets["test"].numpy(), test_scores)),
+        "test": json_safe(test_metrics),
         "val_best": json_safe(val_best),
         "best_epoch": best_epoch,
         "select_metric": spec.probe.select_metric,
