@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import gzip
 import hashlib
-import importlib.util
 import json
 import shutil
 import subprocess
@@ -211,7 +210,6 @@ def test_yeast_missing_river_says_how_to_install(monkeypatch, tmp_path):
     assert "pip install river" in caught.value.fix
 
 
-@pytest.mark.skipif(importlib.util.find_spec("river") is None, reason="river is not installed")
 def test_yeast_real_river_file_is_mulan_test_then_train(tmp_path):
     """river's yeast.csv.gz rebuilds MULAN's two ARFF files (md5), test rows first."""
     stats = yeast.prepare(tmp_path / "yeast", seed=0)
@@ -293,7 +291,6 @@ def test_debtags_is_deterministic_and_split_by_name_hash(tmp_path):
     assert debtags.split_of("alpha", seed, (0.7, 0.1, 0.2)) == documented_split("alpha", seed)
 
 
-@pytest.mark.skipif(not (debtags.APT_HELPER.is_file() and shutil.which("lz4")), reason="needs apt-helper and the lz4 tool")
 def test_debtags_reads_lz4_lists_like_apt_writes_them(tmp_path):
     lists = tmp_path / "lists"
     lists.mkdir()
