@@ -8,6 +8,7 @@ import sys
 BENCHMARKS = {
     "losses": "mscl.bench.losses",
     "preprocess": "mscl.bench.preprocess",
+    "dag": "mscl.bench.dag",
 }
 
 

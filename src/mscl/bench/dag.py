@@ -1,0 +1,148 @@
+"""`python -m mscl bench dag`: where a finished Snakemake run spent its wall time.
+
+    python -m mscl bench dag --log .snakemake/log/<run>.snakemake.log [--results results]
+
+Splits the run's capacity (wall time x the cores Snakemake was given, in core-seconds) into:
+
+- training compute: the pretraining loops (the last `elapsed` of each job's per-epoch lines)
+  plus the probes' feature extraction and linear-layer fitting, read from the jobs' own logs
+  under `{results}/logs/`;
+- training-job overhead: the rest of each pretrain/probe job's wall time (its `benchmark:`
+  file): interpreter and torch start-up, model and data set-up, writing outputs;
+- other jobs: demo generation, preprocessing, tables and figures (Snakemake's job start and
+  finish stamps, 1 s resolution);
+- scheduling and idle cores: capacity minus every job's wall time (Snakemake's own work
+  between jobs, and cores left idle while the DAG narrows).
+
+Prints the table and the five slowest jobs. Figures only; nothing is asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Sequence
+
+import pandas as pd
+
+from mscl.errors import InputError
+
+STAMP = re.compile(r"^\[(\w{3} \w{3} +\d+ \d\d:\d\d:\d\d \d{4})\]$")
+RULE = re.compile(r"^(?:local)?rule (\w+):$")
+JOBID = re.compile(r"^\s+jobid: (\d+)$")
+LOG = re.compile(r"^\s+log: (\S+)")
+FINISHED = re.compile(r"^Finished jobid: (\d+) \(Rule: (\w+)\)$")
+CORES = re.compile(r"^Provided cores: (\d+)$")
+ELAPSED = re.compile(r"elapsed ([\d.]+) s")
+FEATURES = re.compile(r"^probe: features_\w+\.pt: \d+ samples in ([\d.]+) s")
+TRAINING_RULES = ("pretrain", "probe")
+
+
+@dataclass
+class Job:
+    jobid: int
+    rule: str
+    started: datetime
+    finished: datetime | None = None
+    log: str | None = None
+
+    @property
+    def stamped_seconds(self) -> float:
+        return (self.finished - self.started).total_seconds() if self.finished else 0.0
+
+
+def parse_snakemake_log(path: Path) -> tuple[list[Job], int, float]:
+    """(finished jobs, cores, wall seconds from the first to the last time stamp)."""
+    if not path.is_file():
+        raise InputError(path, "Snakemake log not found", "pass a file from .snakemake/log/ of a finished run")
+    jobs: dict[int, Job] = {}
+    stamp: datetime | None = None
+    first = last = None
+    cores = None
+    pending: Job | None = None
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        if match := STAMP.match(line):
+            stamp = datetime.strptime(" ".join(match.group(1).split()), "%a %b %d %H:%M:%S %Y")
+            first, last = first or stamp, stamp
+        elif match := CORES.match(line):
+            cores = int(match.group(1))
+        elif (match := RULE.match(line)) and stamp is not None:
+            pending = Job(-1, match.group(1), stamp)
+        elif pending is not None and (match := LOG.match(line)):
+            pending.log = match.group(1)
+        elif pending is not None and (match := JOBID.match(line)):
+            pending.jobid = int(match.group(1))
+            jobs[pending.jobid] = pending
+            pending = None
+        elif (match := FINISHED.match(line)) and int(match.group(1)) in jobs:
+            jobs[int(match.group(1))].finished = stamp
+    if cores is None or first is None:
+        raise InputError(path, "no 'Provided cores' line or no time stamps", "pass the log of a run that executed jobs (not a dry run)")
+    return [job for job in jobs.values() if job.finished], cores, (last - first).total_seconds()
+
+
+def training_seconds(log_file: Path) -> float:
+    """Seconds a pretrain/probe job spent in its training loops, from its per-epoch log lines."""
+    if not log_file.is_file():
+        return 0.0
+    lines = log_file.read_text(encoding="utf-8", errors="replace").splitlines()
+    loop = [float(m.group(1)) for line in lines if line.startswith(("pretrain epoch", "probe epoch")) and (m := ELAPSED.search(line))]
+    features = [float(m.group(1)) for line in lines if (m := FEATURES.match(line))]
+    return (loop[-1] if loop else 0.0) + sum(features)
+
+
+def benchmark_seconds(log: str, results: Path, workdir: Path) -> float | None:
+    """The job's wall seconds from its benchmark file ({results}/benchmarks/<same path>.tsv)."""
+    if not Path(log).is_relative_to(results / "logs"):
+        return None
+    path = workdir / results / "benchmarks" / Path(log).relative_to(results / "logs").with_suffix(".tsv")
+    return float(pd.read_csv(path, sep="\t")["s"].mean()) if path.is_file() else None
+
+
+def breakdown(log_path: Path, results: Path, workdir: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(the time table, the five slowest jobs)."""
+    jobs, cores, wall = parse_snakemake_log(log_path)
+    capacity = wall * cores
+    training = overhead = other = 0.0
+    rows = []
+    for job in jobs:
+        seconds = job.stamped_seconds
+        if job.rule in TRAINING_RULES and job.log:
+            seconds = benchmark_seconds(job.log, results, workdir) or seconds
+            compute = min(training_seconds(workdir / job.log), seconds)
+            training, overhead = training + compute, overhead + seconds - compute
+        else:
+            other += seconds
+        rows.append({"rule": job.rule, "job": job.log or f"jobid {job.jobid}", "seconds": round(seconds, 1)})
+    idle = capacity - training - overhead - other
+    table = pd.DataFrame(
+        [
+            ("training compute", training),
+            ("training-job overhead (start-up, set-up, outputs)", overhead),
+            ("other jobs (data, tables, figures)", other),
+            ("scheduling and idle cores", idle),
+            (f"capacity ({wall:.0f} s wall x {cores} cores)", capacity),
+        ],
+        columns=["part", "core_seconds"],
+    )
+    table["share_percent"] = (100 * table["core_seconds"] / capacity).round(1)
+    table["core_seconds"] = table["core_seconds"].round(1)
+    slowest = pd.DataFrame(rows).sort_values("seconds", ascending=False).head(5)
+    return table, slowest
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m mscl bench dag", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--log", required=True, type=Path, help="a finished run's .snakemake/log/*.snakemake.log")
+    parser.add_argument("--results", type=Path, default=Path("results"), help="the run's paths.results (relative to --workdir)")
+    parser.add_argument("--workdir", type=Path, default=Path("."), help="the folder Snakemake ran in")
+    args = parser.parse_args(argv)
+    table, slowest = breakdown(args.log, args.results, args.workdir)
+    print(table.to_string(index=False))
+    non_training = 100 - float(table["share_percent"].iloc[0])
+    print(f"\nnon-training share of the wall time: {non_training:.1f}%\n\nslowest jobs:")
+    print(slowest.to_string(index=False))
+    return 0
