@@ -29,6 +29,7 @@ matrix costs two reads of it (about 3 ms for 512 x 25,230 float32 on two cores).
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
@@ -100,9 +101,13 @@ def csr_labels(label_ids: Sequence[Sequence[int] | Tensor], num_labels: int) -> 
     keys = torch.unique(rows * num_labels + ids)
     crow = torch.zeros(len(lengths) + 1, dtype=torch.long)
     crow[1:] = torch.cumsum(torch.bincount(keys // num_labels, minlength=len(lengths)), 0)
-    return torch.sparse_csr_tensor(
-        crow, keys % num_labels, torch.ones(len(keys)), size=(len(lengths), num_labels), check_invariants=False
-    )
+    with warnings.catch_warnings():
+        # torch's one-time "sparse CSR support is in beta" notice: nothing to act on, and it
+        # would otherwise land in every training job's log.
+        warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
+        return torch.sparse_csr_tensor(
+            crow, keys % num_labels, torch.ones(len(keys)), size=(len(lengths), num_labels), check_invariants=False
+        )
 
 
 # A dense label matrix is read in slices of rows of about this size, so that the second

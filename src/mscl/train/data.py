@@ -2,13 +2,17 @@
 
 Image batches are `{"images": [B, 3, H, W]}` (one view) or `[B, 2, 3, H, W]` (two SimCLR
 views); text batches are `{"text": [B strings]}`: the training step tokenises once and gets
-its two views from two dropout-noised encoder passes. Every batch also has `labels` [B, L].
+its two views from two dropout-noised encoder passes. Every batch also has `labels`: a
+[B, L] sparse CSR multi-hot matrix built from the samples' label ids (`mscl.losses.csr_labels`),
+the form the losses read cheapest (B*K indices instead of a dense B x L matrix: 52 MB at
+B = 512, L = 25,230 in float32; docs/losses.md).
 """
 
 from __future__ import annotations
 
+import functools
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -38,9 +42,20 @@ class Split:
     items: list[str]  # texts, or absolute image paths
     targets: Tensor  # [N, L] float32 multi-hot over the vocabulary
     ignored_labels: int  # label occurrences outside the vocabulary (dropped, counted)
+    # Each sample's label ids (columns of `targets`), what a training batch carries.
+    label_ids: list[Tensor] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        rows, columns = self.targets.nonzero(as_tuple=True)
+        counts = torch.bincount(rows, minlength=len(self.targets)).tolist()
+        object.__setattr__(self, "label_ids", list(columns.split(counts)))
 
     def __len__(self) -> int:
         return len(self.ids)
+
+    @property
+    def num_labels(self) -> int:
+        return self.targets.shape[1]
 
 
 def multi_hot(label_lists: Sequence[Sequence[str]], vocabulary: Sequence[str]) -> tuple[Tensor, int]:
@@ -140,7 +155,7 @@ class ImageDataset(Dataset):
             images = self.transform(image)
         else:
             images = torch.stack([self.transform(image) for _ in range(self.views)])
-        return {"images": images, "labels": self.split.targets[index]}
+        return {"images": images, "label_ids": self.split.label_ids[index]}
 
 
 class TextDataset(Dataset):
@@ -153,7 +168,7 @@ class TextDataset(Dataset):
         return len(self.split)
 
     def __getitem__(self, index: int) -> dict[str, Any]:
-        return {"text": self.split.items[index], "labels": self.split.targets[index]}
+        return {"text": self.split.items[index], "label_ids": self.split.label_ids[index]}
 
 
 def pretrain_dataset(split: Split, modality: str, image_size: int, crop_scale_min: float) -> Dataset:
@@ -166,6 +181,18 @@ def eval_dataset(split: Split, modality: str, image_size: int) -> Dataset:
     if modality == "text":
         return TextDataset(split)
     return ImageDataset(split, eval_transform(image_size), views=1)
+
+
+def collate(samples: list[dict[str, Any]], num_labels: int) -> dict[str, Any]:
+    """One batch: images stacked (or texts listed) and the labels as a sparse CSR [B, L]."""
+    from mscl.losses import csr_labels
+
+    batch: dict[str, Any] = {"labels": csr_labels([sample["label_ids"] for sample in samples], num_labels)}
+    if "images" in samples[0]:
+        batch["images"] = torch.stack([sample["images"] for sample in samples])
+    else:
+        batch["text"] = [sample["text"] for sample in samples]
+    return batch
 
 
 def _seed_worker(worker_id: int) -> None:
@@ -189,6 +216,7 @@ def make_loader(
     return DataLoader(
         dataset,
         batch_size=batch_size,
+        collate_fn=functools.partial(collate, num_labels=dataset.split.num_labels),
         shuffle=shuffle,
         drop_last=drop_last,
         generator=generator,
