@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import contextlib
+import gzip
 import hashlib
 import json
 import os
 import tempfile
+import zlib
 from pathlib import Path
 from typing import Any, Iterator
+
+from mscl.errors import InputError
 
 
 @contextlib.contextmanager
@@ -54,3 +58,17 @@ def sha256_file(path: str | Path, chunk_bytes: int = 1 << 20) -> str:
         for block in iter(lambda: handle.read(chunk_bytes), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+def read_maybe_gzipped(path: Path, what: str, fix_missing: str, fix_broken: str) -> bytes:
+    """The bytes of `path`, gunzipped when they start with the gzip magic; a missing file or a
+    broken gzip stream is an InputError naming the file and the fix."""
+    if not path.is_file():
+        raise InputError(path, f"{what} not found", fix_missing)
+    raw = path.read_bytes()
+    if raw[:2] == b"\x1f\x8b":
+        try:
+            raw = gzip.decompress(raw)
+        except (OSError, EOFError, zlib.error) as error:
+            raise InputError(path, f"not a readable gzip file ({error})", fix_broken) from error
+    return raw

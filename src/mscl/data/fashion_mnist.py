@@ -33,12 +33,10 @@ end; a failure leaves no output behind.
 from __future__ import annotations
 
 import argparse
-import gzip
 import os
 import shutil
 import tempfile
 import time
-import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -50,7 +48,7 @@ from tqdm import tqdm
 
 from mscl.data.manifest import SPLITS, write_dataset
 from mscl.errors import InputError
-from mscl.io import sha256_file
+from mscl.io import read_maybe_gzipped, sha256_file
 
 FORMAT = "Fashion-MNIST idx (gzipped) -> 2x2-grid multi-label canvases"
 DEFAULT_ROOT = Path("/usr/share/datasets/fashion-mnist")
@@ -76,14 +74,7 @@ def source_paths(root: Path, source: str) -> tuple[Path, Path]:
 
 def read_idx(path: Path, magic: int) -> np.ndarray:
     """An idx file as a uint8 array shaped by its header; the magic number must be `magic`."""
-    if not path.is_file():
-        raise InputError(path, "Fashion-MNIST idx file not found", FIX_INSTALL)
-    raw = path.read_bytes()
-    if raw[:2] == b"\x1f\x8b":
-        try:
-            raw = gzip.decompress(raw)
-        except (OSError, EOFError, zlib.error) as error:
-            raise InputError(path, f"not a readable gzip file ({error})", FIX_FILE) from error
+    raw = read_maybe_gzipped(path, "Fashion-MNIST idx file", FIX_INSTALL, FIX_FILE)
     if len(raw) < 4:
         raise InputError(path, f"only {len(raw)} bytes, too short for an idx header", FIX_FILE, field="magic")
     found = int.from_bytes(raw[:4], "big")

@@ -31,12 +31,10 @@ and counted (MULAN yeast has none).
 from __future__ import annotations
 
 import argparse
-import gzip
 import hashlib
 import importlib.metadata
 import importlib.util
 import math
-import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -47,7 +45,7 @@ import pandas as pd
 from mscl.data.manifest import write_dataset
 from mscl.data.splitting import fractional_split
 from mscl.errors import InputError
-from mscl.io import sha256_file
+from mscl.io import read_maybe_gzipped, sha256_file
 
 FORMAT = "MULAN yeast as river's gzipped CSV (Att1..Att103, Class1..Class14)"
 SOURCE_PACKAGE = "river"
@@ -113,14 +111,7 @@ def river_version() -> str | None:
 
 def read_lines(path: Path) -> list[str]:
     """Lines of the (optionally gzipped) CSV, without line endings or trailing blank lines."""
-    if not path.is_file():
-        raise InputError(path, "yeast CSV not found", FIX_INSTALL)
-    raw = path.read_bytes()
-    if raw[:2] == b"\x1f\x8b":
-        try:
-            raw = gzip.decompress(raw)
-        except (OSError, EOFError, zlib.error) as error:
-            raise InputError(path, f"not a readable gzip file ({error})", FIX_FILE) from error
+    raw = read_maybe_gzipped(path, "yeast CSV", FIX_INSTALL, FIX_FILE)
     try:
         text = raw.decode("ascii")
     except UnicodeDecodeError as error:
