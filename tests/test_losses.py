@@ -167,24 +167,35 @@ def build(name, num_labels, dim, dtype):
     return loss.to(dtype)
 
 
+def naive_case(name, case, dtype, seed_key):
+    """(features, labels, loss module) of one BATCHES case, seeded by `seed_key`."""
+    spec = dict(BATCHES[case])
+    features, labels = random_batch(dtype=dtype, seed=zlib.crc32(seed_key.encode()) % 1000, **spec)
+    if case == "single_sample_v2":
+        labels[0, 1] = 1  # a non-empty set: the other view is its only positive
+    return features, labels, build(name, spec["num_labels"], features.shape[-1], dtype)
+
+
+def assert_same_gradient(got, want, features):
+    """float64 gradients of the loss and of the naive loop agree (when the loop has one)."""
+    if want.requires_grad:
+        grad_got = torch.autograd.grad(got, features, retain_graph=True)[0]
+        grad_want = torch.autograd.grad(want, features)[0]
+        torch.testing.assert_close(grad_got, grad_want, rtol=1e-8, atol=1e-9)
+
+
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
 @pytest.mark.parametrize("case", sorted(BATCHES))
 @pytest.mark.parametrize("name", LOSS_NAMES)
 def test_loss_equals_naive_loop(name, case, dtype):
-    spec = dict(BATCHES[case])
-    features, labels = random_batch(dtype=dtype, seed=zlib.crc32(f"{name}/{case}".encode()) % 1000, **spec)
-    if case == "single_sample_v2":
-        labels[0, 1] = 1  # a non-empty set: the other view is its only positive
-    loss_module = build(name, spec["num_labels"], features.shape[-1], dtype)
+    features, labels, loss_module = naive_case(name, case, dtype, f"{name}/{case}")
     got = loss_module(features, labels)
     want = naive(name, features, labels, loss_module)
     tolerance = dict(rtol=1e-9, atol=1e-9) if dtype == torch.float64 else dict(rtol=2e-5, atol=2e-5)
     assert got.dtype == dtype and got.dim() == 0
     torch.testing.assert_close(got, torch.as_tensor(want, dtype=dtype), **tolerance)
-    if dtype == torch.float64 and want.requires_grad:
-        grad_got = torch.autograd.grad(got, features, retain_graph=True)[0]
-        grad_want = torch.autograd.grad(want, features)[0]
-        torch.testing.assert_close(grad_got, grad_want, rtol=1e-8, atol=1e-9)
+    if dtype == torch.float64:
+        assert_same_gradient(got, want, features)
 
 
 @pytest.mark.filterwarnings("ignore:Sparse CSR tensor support is in beta")
@@ -217,18 +228,11 @@ def label_ids(labels):
 @pytest.mark.parametrize("name", LOSS_NAMES)
 def test_csr_labels_from_label_ids_equal_the_naive_loop(name, case):
     """The collate-function form: `csr_labels` gives the naive loop's value and gradient."""
-    spec = dict(BATCHES[case])
-    features, labels = random_batch(dtype=torch.float64, seed=zlib.crc32(f"csr/{name}/{case}".encode()) % 1000, **spec)
-    if case == "single_sample_v2":
-        labels[0, 1] = 1
-    loss_module = build(name, spec["num_labels"], features.shape[-1], torch.float64)
-    got = loss_module(features, csr_labels(label_ids(labels), spec["num_labels"]))
+    features, labels, loss_module = naive_case(name, case, torch.float64, f"csr/{name}/{case}")
+    got = loss_module(features, csr_labels(label_ids(labels), labels.shape[1]))
     want = naive(name, features, labels, loss_module)
     torch.testing.assert_close(got, torch.as_tensor(want, dtype=torch.float64), rtol=1e-9, atol=1e-9)
-    if want.requires_grad:
-        grad_got = torch.autograd.grad(got, features, retain_graph=True)[0]
-        grad_want = torch.autograd.grad(want, features)[0]
-        torch.testing.assert_close(grad_got, grad_want, rtol=1e-8, atol=1e-9)
+    assert_same_gradient(got, want, features)
 
 
 @pytest.mark.filterwarnings("ignore:Sparse CSR tensor support is in beta")
