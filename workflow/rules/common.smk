@@ -43,9 +43,9 @@ def config_files():
     return ", ".join(map(str, workflow.configfiles)) or "your config file"
 
 
-def known_datasets():
-    with open(os.path.join(workflow.basedir, "workflow/schemas/config.schema.yaml")) as handle:
-        return yaml.safe_load(handle)["properties"]["datasets"]["items"]["enum"]
+# Every dataset setting the schema allows (read once: experiment_runs checks each block against it).
+with open(os.path.join(workflow.basedir, "workflow/schemas/config.schema.yaml")) as handle:
+    KNOWN_DATASETS = yaml.safe_load(handle)["properties"]["datasets"]["items"]["enum"]
 
 
 def experiment_runs():
@@ -53,10 +53,10 @@ def experiment_runs():
     runs = set()
     for block_name, block in config["experiments"].items():
         for dataset in block["datasets"]:
-            if dataset not in known_datasets():
+            if dataset not in KNOWN_DATASETS:
                 raise ValueError(
                     f"config experiments.{block_name}.datasets names {dataset!r}, which is not a dataset "
-                    f"setting of this pipeline. Fix: use one of {known_datasets()} in {config_files()}"
+                    f"setting of this pipeline. Fix: use one of {KNOWN_DATASETS} in {config_files()}"
                 )
             if dataset not in config["datasets"]:
                 raise ValueError(
@@ -154,7 +154,7 @@ def source_input(fixed_source, manifest_dataset):
     def raw(wildcards):
         source = source_of(wildcards.get("version", fixed_source))
         if is_demo(source):
-            return [f"{RAW}/demo/{source}"]
+            return demo_input(source)
         if os.path.exists(f"{PROCESSED}/{manifest_dataset.format(**wildcards)}/stats.json"):
             return []
         problem = source_problem(source, config["sources"][source]["root"])

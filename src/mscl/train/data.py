@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -42,20 +42,19 @@ class Split:
     items: list[str]  # texts, or absolute image paths
     targets: Tensor  # [N, L] float32 multi-hot over the vocabulary
     ignored_labels: int  # label occurrences outside the vocabulary (dropped, counted)
-    # Each sample's label ids (columns of `targets`), what a training batch carries.
-    label_ids: list[Tensor] = field(init=False, repr=False)
-
-    def __post_init__(self) -> None:
-        rows, columns = self.targets.nonzero(as_tuple=True)
-        counts = torch.bincount(rows, minlength=len(self.targets)).tolist()
-        object.__setattr__(self, "label_ids", list(columns.split(counts)))
-
     def __len__(self) -> int:
         return len(self.ids)
 
     @property
     def num_labels(self) -> int:
         return self.targets.shape[1]
+
+    @functools.cached_property
+    def label_ids(self) -> list[Tensor]:
+        """Each sample's label ids (columns of `targets`), what a training batch carries;
+        computed on first use, so splits that only feed the probe never pay for it."""
+        rows, columns = self.targets.nonzero(as_tuple=True)
+        return list(columns.split(torch.bincount(rows, minlength=len(self.targets)).tolist()))
 
 
 def multi_hot(label_lists: Sequence[Sequence[str]], vocabulary: Sequence[str]) -> tuple[Tensor, int]:

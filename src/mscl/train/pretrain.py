@@ -12,8 +12,9 @@ the same --out and the same spec resumes from it and ends with weights identical
 an uninterrupted run. A checkpoint written by another spec or other data is discarded (the log
 says which keys changed) and the run starts over. SIGTERM exits at once; the last epoch
 checkpoint stays. Every epoch adds one line to the log (stderr): loss, learning rate,
-throughput and elapsed time. `--stop-after-epoch K` exits with code 3 right after checkpointing epoch K, which
-simulates a job killed by the cluster (tests use it to check resuming).
+throughput and elapsed time. `--stop-after-epoch K` exits with code 3 right after
+checkpointing epoch K, which simulates a job killed by the cluster (tests use it to check
+resuming).
 
 Outputs in --out: resolved_spec.json, versions.json, train_log.csv, checkpoint.pt, head.pt
 and, written last, encoder.pt (the encoder's trainable parameters and buffers).
