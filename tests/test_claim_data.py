@@ -263,7 +263,7 @@ def test_debtags_join_labels_text_and_drops(tmp_path):
     assert texts["alpha"] == "text editor for the console Alpha is a small editor. It edits files. Second paragraph here."
     assert texts["zeta"] == "graphical editor Zeta edits files in a window. It supports plugins."
     assert read_labels(out) == KEPT
-    assert stats["dropped"] == {"untagged_packages": 1, "no_translation": 1, "no_label_left": 1}
+    assert stats["dropped"] == {"untagged_packages": 1, "no_translation": 1, "no_label_left": 1, "not_sampled": 0}
     assert stats["join"] == {"package_stanzas": 8, "package_names": 7, "tagged_names": 6, "translations": 6, "joined": 5}
     assert stats["label_space"]["tags_on_joined_packages"] == 10
     assert stats["label_space"]["tags_in_allowed_facets"] == 7
@@ -281,6 +281,32 @@ def test_debtags_label_space_options(tmp_path):
     assert "role::program" in read_labels(tmp_path / "b")
     labels = {name: lab for split in debtags_manifest(tmp_path / "b").values() for name, (lab, _) in split.items()}
     assert labels["beta"] == ["game::puzzle", "interface::text-mode", "role::program", "use::gameplaying"]
+
+
+def documented_sample(name: str, seed: int, fraction: float) -> bool:
+    """The documented subsample rule, written out: sha256('sample:<seed>:<name>') < fraction."""
+    return int.from_bytes(hashlib.sha256(f"{seed}:sample:{name}".encode()).digest()[:8], "big") / 2**64 < fraction
+
+
+def test_debtags_sample_fraction_keeps_hash_chosen_packages_in_their_splits(tmp_path):
+    # A (seed, fraction) whose sample drops a package yet leaves every split one.
+    seed, fraction = next(
+        (s, f)
+        for s in range(1000)
+        for f in (0.5, 0.7, 0.9)
+        if sum(documented_sample(n, s, f) for n in EXPECTED_LABELS) < len(EXPECTED_LABELS)
+        and {documented_split(n, s) for n in EXPECTED_LABELS if documented_sample(n, s, f)} == set(SPLIT_NAMES)
+    )
+    stats = debtags.prepare(DEBTAGS_LISTS, tmp_path / "s", min_count=2, seed=seed, sample_fraction=fraction)
+    got = debtags_manifest(tmp_path / "s")
+    kept = sorted(name for name in EXPECTED_LABELS if documented_sample(name, seed, fraction))
+    assert sorted(name for split in got.values() for name in split) == kept
+    for name in kept:
+        assert name in got[documented_split(name, seed)]
+    assert read_labels(tmp_path / "s") == KEPT  # the label space is fixed before sampling
+    assert stats["dropped"]["not_sampled"] == len(EXPECTED_LABELS) - len(kept)
+    with pytest.raises(InputError, match="--sample-fraction"):
+        debtags.prepare(DEBTAGS_LISTS, tmp_path / "bad", min_count=2, seed=seed, sample_fraction=0.0)
 
 
 def test_debtags_is_deterministic_and_split_by_name_hash(tmp_path):

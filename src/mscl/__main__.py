@@ -29,6 +29,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "collect": ("mscl.report.collect", "gather every run's metrics into one tidy CSV"),
     "table": ("mscl.report.tables", "one paper table (tex/csv/md) from the tidy results"),
     "figure": ("mscl.report.figures", "one paper figure (pdf/png) from the tidy results"),
+    "claim-report": ("mscl.report.claim", "claim check: paired-seed tests of Sim-Dissim vs each method (tables, figure, outcome)"),
     "eq12": ("mscl.eq12", "show that the paper's Eq. 12 as printed has exactly ANY's gradients"),
     "bench": ("mscl.bench", "benchmarks that print figures (losses, preprocessing)"),
 }

@@ -550,6 +550,17 @@ class MSCLoss(_PrototypeLoss):
             return AnchorLosses(torch.where(valid, values, values * 0.0), valid)
 
 
+class SupervisedBCE(nn.Module):
+    """The supervised reference (method `bce`, not a contrastive loss): mean binary cross-entropy
+    of per-view logits ``[B, V, L]`` against the labels (dense, COO or CSR ``[B, L]``), every
+    view of a sample scored against that sample's labels."""
+
+    def forward(self, logits: Tensor, labels: Tensor) -> Tensor:
+        targets = labels.to_dense() if labels.is_sparse or labels.layout == torch.sparse_csr else labels
+        targets = targets.to(logits.dtype).unsqueeze(1).expand_as(logits)
+        return F.binary_cross_entropy_with_logits(logits, targets)
+
+
 def _check_temperature(temperature: float) -> None:
     if not temperature > 0:
         raise ValueError(f"temperature must be > 0, got {temperature}")

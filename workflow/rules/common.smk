@@ -43,9 +43,12 @@ def config_files():
     return ", ".join(map(str, workflow.configfiles)) or "your config file"
 
 
-# Every dataset setting the schema allows (read once: experiment_runs checks each block against it).
+# Every dataset setting and method (loss or reference) the schema allows, read once:
+# experiment_runs checks each block against them and the {loss} wildcard takes the methods.
 with open(os.path.join(workflow.basedir, "workflow/schemas/config.schema.yaml")) as handle:
-    KNOWN_DATASETS = yaml.safe_load(handle)["properties"]["datasets"]["items"]["enum"]
+    _SCHEMA = yaml.safe_load(handle)["properties"]
+KNOWN_DATASETS = _SCHEMA["datasets"]["items"]["enum"]
+KNOWN_METHODS = _SCHEMA["experiments"]["additionalProperties"]["properties"]["losses"]["items"]["enum"]
 
 
 def experiment_runs():
@@ -72,7 +75,7 @@ def experiment_runs():
                     f"name, in {config_files()}"
                 )
         for combination in itertools.product(
-            block["datasets"], block["encoders"], block["losses"], block["batch_sizes"], config["seeds"]
+            block["datasets"], block["encoders"], block["losses"], block["batch_sizes"], block.get("seeds", config["seeds"])
         ):
             runs.add(combination)
     return sorted(runs)
@@ -86,7 +89,7 @@ RUN_NAME = "{dataset}/{encoder}/{loss}/bs{batch}/seed{seed}"
 wildcard_constraints:
     dataset="|".join(config["datasets"]),
     encoder="|".join(config["encoders"]) or "NO_ENCODER",
-    loss="all|any|mulsupcon|jaccard|sim|dissim|simdissim|proto|msc",
+    loss="|".join(KNOWN_METHODS),
     batch=r"\d+",
     seed=r"\d+",
     version="|".join(MIMIC_VERSIONS),
@@ -287,9 +290,18 @@ def batch_size_option(wildcards):
     return f"--batch-size {config['report']['batch_size'][group]}" if group else ""
 
 
+# The claim check's artifacts (report.artifacts = claim; mscl.report.claim).
+CLAIM_TABLES = ["claim_summary", "claim_tests"]
+CLAIM_FILES = [f"{name}.{ext}" for name in CLAIM_TABLES for ext in ("tex", "csv", "md")] + [
+    "claim_differences.pdf", "claim_differences.png", "claim_outcome.md",
+]
+
+
 def all_targets():
     targets = [f"{RESULTS}/tables/statistics.{ext}" for ext in ("tex", "csv", "md")]
-    if RUNS:
+    if RUNS and config["report"]["artifacts"] == "claim":
+        targets += [f"{RESULTS}/claim_check/{name}" for name in CLAIM_FILES]
+    elif RUNS:
         targets += [f"{RESULTS}/tables/{name}.{ext}" for name in TABLES for ext in ("tex", "csv", "md")]
         targets += [f"{RESULTS}/figures/{name}.{ext}" for name in FIGURES for ext in ("pdf", "png")]
     return targets

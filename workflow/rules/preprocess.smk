@@ -122,3 +122,60 @@ rule prepare_mimic:
         "python -m mscl prepare-mimic --version {wildcards.version} --root {params.root} "
         "--splits {params.splits} --out-full {params.full} --out-50 {params.top50} "
         "--label-space {params.label_space} > {log} 2>&1"
+
+
+# The claim check's datasets (config/claim.yaml, docs/claim-check.md): real public data that
+# reaches the machine through package registries. The parsers name the install command when
+# a source is missing.
+
+
+rule prepare_yeast:
+    output:
+        manifest("yeast"),
+    conda:
+        CONDA_ENV
+    log:
+        f"{LOGS}/preprocess/yeast.log",
+    params:
+        out=folder_of("output"),
+        seed=config["seed"],
+        source=lambda wildcards: (
+            "" if config["sources"]["yeast"]["source"] == "package" else f"--source {config['sources']['yeast']['source']}"
+        ),
+    shell:
+        "python -m mscl prepare-yeast --out {params.out} --seed {params.seed} {params.source} > {log} 2>&1"
+
+
+rule prepare_debtags:
+    output:
+        manifest("debtags"),
+    conda:
+        CONDA_ENV
+    log:
+        f"{LOGS}/preprocess/debtags.log",
+    params:
+        out=folder_of("output"),
+        seed=config["seed"],
+        source=config["sources"]["debtags"],
+    shell:
+        "python -m mscl prepare-debtags --lists {params.source[lists]} --out {params.out} --seed {params.seed} "
+        "--min-count {params.source[min_count]} --exclude-facets '{params.source[exclude_facets]}' "
+        "--sample-fraction {params.source[sample_fraction]} > {log} 2>&1"
+
+
+rule prepare_fashion_mnist:
+    output:
+        manifest("fashion_mnist"),
+    conda:
+        CONDA_ENV
+    log:
+        f"{LOGS}/preprocess/fashion_mnist.log",
+    params:
+        out=folder_of("output"),
+        seed=config["seed"],
+        source=config["sources"]["fashion_mnist"],
+    shell:
+        "python -m mscl prepare-fashion-mnist --root {params.source[root]} --out {params.out} --seed {params.seed} "
+        "--train-canvases {params.source[train_canvases]} --test-canvases {params.source[test_canvases]} "
+        "--canvas-size {params.source[canvas_size]} --max-items {params.source[max_items]} "
+        "--class-exponent {params.source[class_exponent]} > {log} 2>&1"

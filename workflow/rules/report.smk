@@ -5,6 +5,7 @@ localrules:
     collect_runs,
     paper_table,
     cost_table,
+    claim_report,
     paper_figure,
 
 
@@ -83,3 +84,27 @@ rule paper_figure:
     shell:
         "python -m mscl figure {wildcards.figure} --runs {input.runs} --out-prefix {params.prefix} "
         "{params.batch} > {log} 2>&1"
+
+
+rule claim_report:
+    input:
+        runs=rules.collect_runs.output,
+    output:
+        [
+            report(f"{RESULTS}/claim_check/{name}", caption="../report/claim.rst", category="Claim check")
+            if name.endswith((".md", ".png"))
+            else f"{RESULTS}/claim_check/{name}"
+            for name in CLAIM_FILES
+        ],
+    conda:
+        CONDA_ENV
+    log:
+        f"{LOGS}/report/claim.log",
+    params:
+        out=folder_of("output"),
+        reference=config["report"]["claim"]["reference"],
+        metrics=" ".join(config["report"]["claim"]["metrics"]),
+        alpha=config["report"]["claim"]["alpha"],
+    shell:
+        "python -m mscl claim-report --runs {input.runs} --out-dir {params.out} --reference {params.reference} "
+        "--metrics {params.metrics} --alpha {params.alpha} > {log} 2>&1"

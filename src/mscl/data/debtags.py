@@ -34,6 +34,11 @@ sha256("<seed>:<name>") as a number in [0, 1) put a package in train, val or tes
 cumulative --fractions (default 0.7 0.1 0.2). A package keeps its split when the archive grows.
 Drops are counted: names with no tagged stanza, tagged names without a matching translation,
 names with no tag left after the label-space filter.
+
+Subsample (--sample-fraction F < 1, for CPU budgets): after the label space is fixed on all
+joined packages, a package is kept when sha256("<seed>:sample:<name>") as a fraction is below
+F, a hash independent of the split's, so every split shrinks by about F and a kept package
+stays in its split. Tags that end up below --min-count in the sample stay in the vocabulary.
 """
 
 from __future__ import annotations
@@ -240,9 +245,12 @@ def prepare(
     excluded_facets: Sequence[str] = DEFAULT_EXCLUDED_FACETS,
     seed: int = 0,
     fractions: Sequence[float] = DEFAULT_FRACTIONS,
+    sample_fraction: float = 1.0,
 ) -> dict[str, Any]:
     """Join Packages and Translation-en under `lists` and write the debtags manifest to `out`."""
     fractions = check_fractions(fractions)
+    if not 0 < sample_fraction <= 1:
+        raise InputError(None, f"--sample-fraction {sample_fraction} must lie in (0, 1]", "give e.g. 0.3, or 1 for every package", field="--sample-fraction")
     if min_count < 1:
         raise InputError(None, f"--min-count {min_count} must be at least 1", "give e.g. 50", field="--min-count")
     lists = Path(lists)
@@ -269,11 +277,14 @@ def prepare(
     kept_tags = set(vocabulary)
 
     rows: dict[str, list[dict[str, Any]]] = {name: [] for name in SPLITS}
-    no_label_left = 0
+    no_label_left = not_sampled = 0
     for name, (text, tags) in joined.items():
         labels = sorted(kept_tags.intersection(tags))
         if not labels:
             no_label_left += 1
+            continue
+        if hash_unit(f"sample:{name}", seed) >= sample_fraction:
+            not_sampled += 1
             continue
         rows[split_of(name, seed, fractions)].append({"id": name, "labels": labels, "text": text})
     splits = {name: pd.DataFrame(part, columns=["id", "labels", "text"]) for name, part in rows.items()}
@@ -284,6 +295,7 @@ def prepare(
         "root": str(lists.resolve()),
         "seed": seed,
         "fractions": list(fractions),
+        "sample_fraction": sample_fraction,
         "split_policy": (
             f"by package name: sha256('{seed}:<name>'), first {HASH_BYTES} bytes as a fraction of 2**64, "
             f"cut at the cumulative fractions {'/'.join(f'{f:g}' for f in fractions)} into train/val/test"
@@ -307,6 +319,7 @@ def prepare(
             "untagged_packages": len(names) - len(tagged),
             "no_translation": no_translation,
             "no_label_left": no_label_left,
+            "not_sampled": not_sampled,
         },
         "sources": {p.name: sha256_file(p) for p in [*package_files, *translation_files]},
     }
@@ -327,8 +340,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--seed", type=int, default=0, help="salt of the name hash that picks the split (default 0)")
     add_fractions_argument(parser, DEFAULT_FRACTIONS, "0.7 0.1 0.2")
+    parser.add_argument(
+        "--sample-fraction",
+        type=float,
+        default=1.0,
+        help="keep this share of the labelled packages, by a name hash independent of the split (default 1: all)",
+    )
     args = parser.parse_args(argv)
-    stats = prepare(args.lists, args.out, args.min_count, args.exclude_facets, args.seed, args.fractions)
+    stats = prepare(args.lists, args.out, args.min_count, args.exclude_facets, args.seed, args.fractions, args.sample_fraction)
     print(
         f"prepare-debtags: wrote {args.out} counts={stats['counts']} labels={stats['num_labels']} "
         f"avg_labels={stats['avg_labels']:.2f} dropped={stats['dropped']}"

@@ -32,9 +32,12 @@ DISPLAY_NAMES = {
     "mimic4_icd9_50": "MIMIC-IV-ICD9-50",
     "mimic4_icd10_full": "MIMIC-IV-ICD10-Full",
     "mimic4_icd10_50": "MIMIC-IV-ICD10-50",
+    "yeast": "Yeast",
+    "debtags": "Debtags",
+    "fashion_mnist": "Fashion-MNIST canvases",
 }
 # Row groups in table order; a \midrule separates consecutive groups.
-GROUPS = ("image", "text", "mimic")
+GROUPS = ("image", "text", "tabular", "mimic")
 COLUMNS = ("Dataset", "Train", "Val", "Test", "Total # labels", "Avg # labels")
 LATEX_SPECIALS = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
 
@@ -48,7 +51,7 @@ def row_group(name: str, stats: Mapping[str, Any]) -> str:
     """Table group of a dataset: MIMIC by name, otherwise by the manifest's modality."""
     if name.startswith("mimic"):
         return "mimic"
-    return "image" if stats.get("modality") == "image" else "text"
+    return stats.get("modality") if stats.get("modality") in ("image", "tabular") else "text"
 
 
 def format_count(count: int, group: str) -> str:

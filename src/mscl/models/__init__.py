@@ -9,7 +9,8 @@ uses h itself. Kinds:
 - `hf`: a Hugging Face encoder such as RoBERTa, first-token pooling (`mscl.models.text`);
 - `llama_lora`: a decoder-only Hugging Face model with LoRA adapters, last-token pooling
   (`mscl.models.text`);
-- `plm_icd`: PLM-ICD, chunked encoding + label-wise attention (`mscl.models.plm_icd`).
+- `plm_icd`: PLM-ICD, chunked encoding + label-wise attention (`mscl.models.plm_icd`);
+- `mlp`: a multilayer perceptron on feature vectors (tabular datasets, `mscl.models.mlp`).
 
 Submodules are imported on demand so that an image run never imports transformers or peft.
 Spec problems (unknown kind, missing or unknown key, bad value, missing local folder or weights
@@ -39,7 +40,7 @@ __all__ = [
 ]
 
 # kind -> the modality of its inputs (decides transforms, views and the default optimiser).
-ENCODER_MODALITY = {"resnet": "image", "hf": "text", "llama_lora": "text", "plm_icd": "text"}
+ENCODER_MODALITY = {"resnet": "image", "hf": "text", "llama_lora": "text", "plm_icd": "text", "mlp": "tabular"}
 ENCODER_KINDS = tuple(ENCODER_MODALITY)
 # kind -> (module, builder function taking (validated spec, num_labels)).
 _BUILDERS: dict[str, tuple[str, str]] = {
@@ -47,14 +48,16 @@ _BUILDERS: dict[str, tuple[str, str]] = {
     "hf": ("mscl.models.text", "build_hf"),
     "llama_lora": ("mscl.models.text", "build_llama_lora"),
     "plm_icd": ("mscl.models.plm_icd", "build_plm_icd"),
+    "mlp": ("mscl.models.mlp", "build_mlp"),
 }
 
 
 class Encoder(nn.Module):
     """Base class of every encoder: `forward(batch) -> h` of shape [B, output_dim], float32.
 
-    Image batches are `{"images": float tensor [B, 3, H, W]}` (already normalised); text batches
-    are what `tokenize` returns. `spec` keeps the validated spec the encoder was built from.
+    Image batches are `{"images": float tensor [B, 3, H, W]}` (already normalised); tabular
+    batches `{"features": float tensor [B, F]}` (standardised); text batches are what `tokenize`
+    returns. `spec` keeps the validated spec the encoder was built from.
     """
 
     modality: str = ""

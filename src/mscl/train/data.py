@@ -1,8 +1,9 @@
 """Manifest splits as tensors, datasets, view transforms and seeded DataLoaders.
 
 Image batches are `{"images": [B, 3, H, W]}` (one view) or `[B, 2, 3, H, W]` (two SimCLR
-views); text batches are `{"text": [B strings]}`: the training step tokenises once and gets
-its two views from two dropout-noised encoder passes. Every batch also has `labels`: a
+views); tabular batches `{"features": [B, F]}` or `[B, 2, F]` (two randomly masked views of
+the standardised features); text batches are `{"text": [B strings]}`: the training step
+tokenises once and gets its two views from two dropout-noised encoder passes. Every batch also has `labels`: a
 [B, L] sparse CSR multi-hot matrix built from the samples' label ids (`mscl.losses.csr_labels`),
 the form the losses read cheapest (B*K indices instead of a dense B x L matrix: 52 MB at
 B = 512, L = 25,230 in float32; docs/losses.md).
@@ -10,6 +11,7 @@ B = 512, L = 25,230 in float32; docs/losses.md).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import random
 from dataclasses import dataclass
@@ -39,7 +41,7 @@ class Split:
     """One split of a prepared manifest, ready for a Dataset."""
 
     ids: list[str]
-    items: list[str]  # texts, or absolute image paths
+    items: list[str] | Tensor  # texts, absolute image paths, or float32 features [N, F]
     targets: Tensor  # [N, L] float32 multi-hot over the vocabulary
     ignored_labels: int  # label occurrences outside the vocabulary (dropped, counted)
     def __len__(self) -> int:
@@ -72,10 +74,15 @@ def multi_hot(label_lists: Sequence[Sequence[str]], vocabulary: Sequence[str]) -
     return targets, ignored
 
 
+# modality -> the manifest column its encoder reads.
+CONTENT_COLUMN = {"text": "text", "image": "path", "tabular": "features"}
+
+
 def load_split(data_dir: str | Path, split: str, vocabulary: Sequence[str], modality: str) -> Split:
-    """Read a split; image paths become absolute (stats.json's root), texts stay as they are."""
+    """Read a split; image paths become absolute (stats.json's root), texts stay as they are,
+    features become one float32 tensor [N, F] (unstandardised: see `standardize`)."""
     frame = read_split(data_dir, split)
-    content = "text" if modality == "text" else "path"
+    content = CONTENT_COLUMN[modality]
     if content not in frame.columns:
         raise InputError(
             Path(data_dir) / f"{split}.parquet",
@@ -84,11 +91,23 @@ def load_split(data_dir: str | Path, split: str, vocabulary: Sequence[str], moda
         )
     if modality == "text":
         items = frame["text"].astype(str).tolist()
+    elif modality == "tabular":
+        items = torch.from_numpy(np.stack(frame["features"].to_numpy()).astype(np.float32))
     else:
         root = Path(read_stats(data_dir).get("root", "."))
         items = [str(root / path) for path in frame["path"]]
     targets, ignored = multi_hot(frame["labels"].tolist(), vocabulary)
     return Split(frame["id"].astype(str).tolist(), items, targets, ignored)
+
+
+def standardize(split: Split, train: Split) -> Split:
+    """`split` with its features standardised by the train split's per-feature mean and
+    standard deviation (MulSupCon's StandardScaler; population std, computed in float64). A
+    constant train feature keeps scale 1, so it maps to 0 instead of dividing by zero."""
+    reference = train.items.double()
+    mean, std = reference.mean(dim=0), reference.std(dim=0, unbiased=False)
+    std = torch.where(std > 0, std, torch.ones_like(std))
+    return dataclasses.replace(split, items=((split.items.double() - mean) / std).float())
 
 
 # ------------------------------------------------------------------------- transforms
@@ -170,26 +189,53 @@ class TextDataset(Dataset):
         return {"text": self.split.items[index], "label_ids": self.split.label_ids[index]}
 
 
-def pretrain_dataset(split: Split, modality: str, image_size: int, crop_scale_min: float) -> Dataset:
+class TabularDataset(Dataset):
+    """Standardised feature vectors; with views=2, two copies each with a fresh random mask that
+    zeroes every feature with probability `mask_rate` (drawn from torch's global RNG, which the
+    run seeds); views=1 gives the features unmasked (evaluation)."""
+
+    def __init__(self, split: Split, views: int, mask_rate: float = 0.0):
+        self.split = split
+        self.views = views
+        self.mask_rate = mask_rate
+
+    def __len__(self) -> int:
+        return len(self.split)
+
+    def __getitem__(self, index: int) -> dict[str, Tensor]:
+        features = self.split.items[index]
+        if self.views > 1:
+            keep = torch.rand(self.views, len(features)) >= self.mask_rate
+            features = features * keep
+        return {"features": features, "label_ids": self.split.label_ids[index]}
+
+
+def pretrain_dataset(split: Split, modality: str, image_size: int, crop_scale_min: float, feature_mask_rate: float) -> Dataset:
     if modality == "text":
         return TextDataset(split)
+    if modality == "tabular":
+        return TabularDataset(split, views=2, mask_rate=feature_mask_rate)
     return ImageDataset(split, train_view_transform(image_size, crop_scale_min), views=2)
 
 
 def eval_dataset(split: Split, modality: str, image_size: int) -> Dataset:
     if modality == "text":
         return TextDataset(split)
+    if modality == "tabular":
+        return TabularDataset(split, views=1)
     return ImageDataset(split, eval_transform(image_size), views=1)
 
 
 def collate(samples: list[dict[str, Any]], num_labels: int) -> dict[str, Any]:
-    """One batch: images stacked (or texts listed) and the labels as a sparse CSR [B, L]."""
+    """One batch: images or features stacked (or texts listed) and the labels as a sparse CSR
+    [B, L]."""
     from mscl.losses import csr_labels
 
     batch: dict[str, Any] = {"labels": csr_labels([sample["label_ids"] for sample in samples], num_labels)}
-    if "images" in samples[0]:
-        batch["images"] = torch.stack([sample["images"] for sample in samples])
-    else:
+    for key in ("images", "features"):
+        if key in samples[0]:
+            batch[key] = torch.stack([sample[key] for sample in samples])
+    if "text" in samples[0]:
         batch["text"] = [sample["text"] for sample in samples]
     return batch
 

@@ -3,9 +3,15 @@
     python -m mscl pretrain --data DIR --spec JSON_OR_FILE --out DIR [--stop-after-epoch K]
 
 One plain loop: every step draws a batch, makes two views per sample (two random image crops,
-or two dropout-noised passes over the same tokenised text), projects them to L2-normalised
-features [B, 2, D] and minimises the spec's multi-label contrastive loss. The learning rate
-follows a linear warm-up then a cosine decay to 0, set by hand every step.
+two randomly masked copies of a feature vector, or two dropout-noised passes over the same
+tokenised text), projects them to L2-normalised features [B, 2, D] and minimises the spec's
+multi-label contrastive loss. The learning rate follows a linear warm-up then a cosine decay
+to 0, set by hand every step.
+
+The two reference methods run through the same job: `bce` swaps the projection head for a
+linear classifier and the contrastive loss for BCE on both views' logits (supervised training,
+same optimiser, schedule and views); `none` trains nothing and saves the encoder as
+initialised, with the same seed and therefore the same initial weights as every other method.
 
 At the end of every epoch the full training state is checkpointed atomically; a rerun with
 the same --out and the same spec resumes from it and ends with weights identical (on CPU) to
@@ -37,8 +43,8 @@ from mscl.data.manifest import read_labels
 from mscl.errors import InputError
 from mscl.interrupt import exit_on_sigterm
 from mscl.io import write_json, write_text
-from mscl.losses import PROTOTYPE_LOSSES, make_loss
-from mscl.train.data import TOKEN_DROP_RATE, Split, drop_tokens, load_split, make_loader, pretrain_dataset
+from mscl.losses import PROTOTYPE_LOSSES, SupervisedBCE, make_loss
+from mscl.train.data import TOKEN_DROP_RATE, Split, drop_tokens, load_split, make_loader, pretrain_dataset, standardize
 from mscl.train.runtime import (
     autocast,
     capture_rng,
@@ -58,6 +64,8 @@ EXIT_STOPPED = 3  # --stop-after-epoch: the exit code of a deliberately interrup
 CHECKPOINT_FORMAT = 1
 LOG_COLUMNS = ("epoch", "steps", "loss", "lr", "samples_per_second", "seconds")
 PROGRESS_EVERY = 10  # steps between progress-bar loss updates (each one syncs the GPU)
+# Modalities whose two views arrive as one tensor [B, 2, ...] in the batch, under this key.
+VIEW_KEYS = {"image": "images", "tabular": "features"}
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -126,11 +134,27 @@ def check_model_folder(encoder: dict[str, Any]) -> None:
         )
 
 
+def check_feature_dim(spec: RunSpec, data_dir: Path, split: Split) -> None:
+    """A tabular encoder's `input_dim` must be the manifest's number of features."""
+    if spec.modality == "tabular" and spec.encoder.get("input_dim") != split.items.shape[1]:
+        raise InputError(
+            data_dir / "train.parquet",
+            f"the encoder spec says input_dim {spec.encoder.get('input_dim')!r} but the manifest's "
+            f"features have {split.items.shape[1]} values",
+            f"set encoder.spec.input_dim to {split.items.shape[1]}",
+            field="encoder.input_dim",
+        )
+
+
 def validate_inputs(spec: RunSpec, data_dir: Path) -> tuple[list[str], Split]:
-    """Cheap checks before any model is built or any output written; returns (vocabulary, train)."""
+    """Cheap checks before any model is built or any output written; returns (vocabulary, train),
+    the train features standardised."""
     check_model_folder(spec.encoder)
     vocabulary = read_labels(data_dir)
     train = load_split(data_dir, "train", vocabulary, spec.modality)
+    if spec.modality == "tabular":
+        check_feature_dim(spec, data_dir, train)
+        train = standardize(train, train)
     if spec.batch_size > len(train):
         raise InputError(
             data_dir / "train.parquet",
@@ -145,10 +169,13 @@ def validate_inputs(spec: RunSpec, data_dir: Path) -> tuple[list[str], Split]:
 
 
 def build_model(spec: RunSpec, num_labels: int, device: torch.device) -> tuple[nn.Module, nn.Module, nn.Module]:
-    """Encoder, projection head and loss (the loss may hold prototypes), on `device`."""
+    """Encoder, projection head and loss (the loss may hold prototypes), on `device`; for the
+    `bce` baseline the head is a linear classifier and the loss BCE."""
     from mscl.models import ProjectionHead
 
     encoder = encoder_from_spec(spec, num_labels)
+    if spec.loss == "bce":
+        return encoder.to(device), nn.Linear(encoder.output_dim, num_labels).to(device), SupervisedBCE().to(device)
     head = ProjectionHead(encoder.output_dim, spec.pretrain.projection_dim)
     options = {**spec.loss_options, "temperature": spec.pretrain.temperature}
     if spec.loss in PROTOTYPE_LOSSES:
@@ -196,12 +223,14 @@ def make_optimizer(spec: RunSpec, encoder: nn.Module, head: nn.Module, loss_fn: 
 def contrastive_features(
     encoder: nn.Module, head: nn.Module, batch: dict[str, Any], modality: str, text_views: str, device: torch.device
 ) -> Tensor:
-    """Two views per sample, projected and L2-normalised: [B, 2, D]."""
-    if modality == "image":
-        views = batch["images"].to(device, non_blocking=True)  # [B, 2, 3, H, W]
+    """Two views per sample through encoder and head: [B, 2, D] (L2-normalised projections,
+    or the `bce` baseline's logits)."""
+    if modality in VIEW_KEYS:
+        key = VIEW_KEYS[modality]
+        views = batch[key].to(device, non_blocking=True)  # [B, 2, ...]
         # One pass over both views (view-major), so BatchNorm statistics see both.
         flat = torch.cat(views.unbind(1))
-        projected = head(encoder({"images": flat}))
+        projected = head(encoder({key: flat}))
         return projected.view(2, len(views), -1).transpose(0, 1)
     tokens = {key: value.to(device, non_blocking=True) for key, value in encoder.tokenize(batch["text"]).items()}
     if text_views == "token_dropout":
@@ -341,6 +370,17 @@ def train_epoch(
     }
 
 
+def save_initial_encoder(spec: RunSpec, num_labels: int, out: Path, device: torch.device, precision: str) -> int:
+    """The `none` baseline: the encoder as the seed initialises it, saved untrained."""
+    encoder = encoder_from_spec(spec, num_labels)
+    out.mkdir(parents=True, exist_ok=True)
+    write_json(out / "resolved_spec.json", spec.to_dict())
+    write_json(out / "versions.json", software_versions(device, precision))
+    save_checkpoint(out / "encoder.pt", trainable_state(encoder))
+    print("pretrain: method 'none': saved the encoder as initialised (no training)", file=sys.stderr)
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     exit_on_sigterm("pretrain: stopped by SIGTERM; the last epoch checkpoint stays and a rerun resumes from it")
@@ -352,9 +392,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     device = pick_device()
     precision = resolve_precision(cfg.precision, device)
     generator = seed_everything(spec.seed)
+    if spec.loss == "none":
+        return save_initial_encoder(spec, len(vocabulary), args.out, device, precision)
     encoder, head, loss_fn = build_model(spec, len(vocabulary), device)
     optimizer = make_optimizer(spec, encoder, head, loss_fn)
-    dataset = pretrain_dataset(train, spec.modality, cfg.image_size, cfg.crop_scale_min)
+    dataset = pretrain_dataset(train, spec.modality, cfg.image_size, cfg.crop_scale_min, cfg.feature_mask_rate)
     loader = make_loader(
         dataset, spec.batch_size, shuffle=True, drop_last=True, generator=generator,
         num_workers=cfg.num_workers, device=device,

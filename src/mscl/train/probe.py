@@ -4,7 +4,8 @@
 
 The encoder is rebuilt from the spec, loaded from `--pretrained/encoder.pt` and frozen; the
 projection head is dropped (paper appendix). Features of every split are extracted once, in
-eval mode (images: resize + centre crop; text: one pass without dropout), and cached in
+eval mode (images: resize + centre crop; text: one pass without dropout; tabular: the
+standardised features, unmasked), and cached in
 `--out/features_{split}.pt`; a cache is reused while it is newer than encoder.pt and was
 made by the same encoder spec, image size and sample ids.
 
@@ -42,8 +43,8 @@ from mscl.errors import InputError
 from mscl.interrupt import exit_on_sigterm
 from mscl.io import atomic_path, write_json, write_text
 from mscl.metrics import evaluate
-from mscl.train.data import Split, eval_dataset, load_split, make_loader
-from mscl.train.pretrain import encoder_from_spec
+from mscl.train.data import Split, eval_dataset, load_split, make_loader, standardize
+from mscl.train.pretrain import VIEW_KEYS, check_feature_dim, encoder_from_spec
 from mscl.train.runtime import (
     autocast,
     load_checkpoint,
@@ -104,8 +105,9 @@ def extract_features(
     )  # fmt: skip
     chunks = []
     for batch in tqdm(loader, desc=f"features {name}", disable=None, file=sys.stderr):
-        if spec.modality == "image":
-            inputs = {"images": batch["images"].to(device, non_blocking=True)}
+        if spec.modality in VIEW_KEYS:
+            key = VIEW_KEYS[spec.modality]
+            inputs = {key: batch[key].to(device, non_blocking=True)}
         else:
             inputs = {key: value.to(device, non_blocking=True) for key, value in encoder.tokenize(batch["text"]).items()}
         with autocast(device, precision):
@@ -244,6 +246,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     check_same_encoder(args.pretrained, spec)
     vocabulary = read_labels(args.data)
     splits = {name: load_split(args.data, name, vocabulary, spec.modality) for name in SPLITS}
+    if spec.modality == "tabular":  # standardised by the train split, as in pretraining
+        check_feature_dim(spec, args.data, splits["train"])
+        splits = {name: standardize(split, splits["train"]) for name, split in splits.items()}
     device = pick_device()
     precision = resolve_precision(spec.pretrain.precision, device)
     seed_everything(spec.seed)

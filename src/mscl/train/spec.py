@@ -19,13 +19,18 @@ from mscl.errors import InputError
 from mscl.losses import LOSS_NAMES
 from mscl.models import ENCODER_MODALITY
 
-# Encoder kinds `mscl.models.build_encoder` understands, and the modality each one reads.
-# The modality picks the optimizer and the data pipeline before any model is built.
 # Encoder kinds that load a model folder from `encoder["path"]`.
 FOLDER_KINDS = ("hf", "llama_lora", "plm_icd")
 OPTIMIZERS = ("sgd", "adamw")
 PRECISIONS = ("bf16", "fp32")
 TEXT_VIEWS = ("dropout", "token_dropout")
+# Reference methods that run through the same pretrain + probe jobs as the losses (the {loss}
+# wildcard): `none` probes the encoder as initialised (no training at all: pretrained weights
+# for text, a random initialisation otherwise); `bce` trains the encoder end to end with a
+# linear classifier and BCE on the labels (supervised), under the same optimiser, schedule,
+# epochs and views as the contrastive runs, before the same linear probe.
+BASELINES = ("none", "bce")
+METHODS = (*LOSS_NAMES, *BASELINES)
 # Metrics of `mscl.metrics.evaluate` that grow with quality, so the probe may select on them.
 SELECT_METRICS = (
     "micro_f1", "macro_f1", "map", "micro_auc", "macro_auc", "p_at_5", "p_at_8",
@@ -119,11 +124,13 @@ class PretrainSpec:
     # Paper: SGD with momentum for ResNet, AdamW for RoBERTa/Llama; auto picks by modality.
     optimizer: str = _option("auto", auto_or(one_of(OPTIMIZERS)))
     # auto: SGD 0.05 * batch_size / 256 (SupCon's linear scaling rule, 0.05 per 256 samples);
-    # AdamW 2e-5 on hf/plm_icd (RoBERTa fine-tuning norm) and 1e-4 on llama_lora (LoRA norm).
+    # AdamW 2e-5 on hf/plm_icd (RoBERTa fine-tuning norm), 1e-4 on llama_lora (LoRA norm) and
+    # 4e-4 on mlp (MulSupCon's yeast setting).
     lr: Any = _option("auto", auto_or(number_in(0.0, math.inf, low_open=True)))
     # Standard SGD momentum (SupCon, SimCLR); AdamW ignores it.
     momentum: float = _option(0.9, number_in(0.0, 1.0, high_open=True))
-    # auto: 1e-4 for SGD (SupCon ResNet recipe), 0.01 for AdamW (paper, RoBERTa).
+    # auto: 1e-4 for SGD (SupCon ResNet recipe), 0.01 for AdamW (paper, RoBERTa), 1e-5 for
+    # mlp (MulSupCon's yeast setting).
     weight_decay: Any = _option("auto", auto_or(number_in(0.0, math.inf)))
     # Paper: cosine schedule with a 0.05 warm-up period (fraction of all steps).
     warmup_fraction: float = _option(0.05, number_in(0.0, 1.0, high_open=True))
@@ -138,6 +145,9 @@ class PretrainSpec:
     crop_scale_min: float = _option(0.2, number_in(0.0, 1.0, low_open=True))
     # Two dropout-noised passes (SimCSE), GUIDE §3; token_dropout also hides 10% of tokens.
     text_views: str = _option("dropout", one_of(TEXT_VIEWS))
+    # Tabular views: each standardised feature is zeroed (set to its train mean) with this
+    # probability, independently per view: MulSupCon's vector augmentation (p = 0.5 on yeast).
+    feature_mask_rate: float = _option(0.5, number_in(0.0, 1.0, high_open=True))
     # 0 loads in the training process: deterministic and enough for the tiny demo data.
     num_workers: int = _option(0, int_at_least(0))
     # null trains on every full batch; an integer caps steps (smoke runs, benchmarks).
@@ -188,11 +198,13 @@ def resolve_pretrain(block: PretrainSpec, encoder_kind: str, batch_size: int) ->
     elif optimizer == "sgd":
         lr = 0.05 * batch_size / 256
     else:
-        lr = 1e-4 if encoder_kind == "llama_lora" else 2e-5
+        lr = {"llama_lora": 1e-4, "mlp": 4e-4}.get(encoder_kind, 2e-5)
     if block.weight_decay != "auto":
         weight_decay = float(block.weight_decay)
+    elif optimizer == "sgd":
+        weight_decay = 1e-4
     else:
-        weight_decay = 1e-4 if optimizer == "sgd" else 0.01
+        weight_decay = 1e-5 if encoder_kind == "mlp" else 0.01
     return replace(block, optimizer=optimizer, lr=lr, weight_decay=weight_decay)
 
 
@@ -221,7 +233,7 @@ class RunSpec:
 
     @property
     def modality(self) -> str:
-        """"image" or "text"."""
+        """"image", "text" or "tabular"."""
         return ENCODER_MODALITY[self.encoder_kind]
 
     @classmethod
@@ -239,7 +251,7 @@ class RunSpec:
         non_empty_string("dataset", data["dataset"])
         non_empty_string("encoder_name", data["encoder_name"])
         _check_encoder(data["encoder"])
-        one_of(LOSS_NAMES)("loss", data["loss"])
+        one_of(METHODS)("loss", data["loss"])
         loss_options = _checked_loss_options(data.get("loss_options", {}))
         int_at_least(1)("batch_size", data["batch_size"])
         seed = data.get("seed", 0)
