@@ -252,6 +252,21 @@ def encoder_threads(wildcards):
     return config["encoders"][wildcards.encoder]["resources"]["threads"]
 
 
+def uses_prefix_cache(name):
+    """A top-layer text encoder (`trainable_layers`): its frozen prefix is cached per dataset."""
+    return config["encoders"][name]["spec"].get("trainable_layers") is not None
+
+
+def prefix_cache_input(wildcards):
+    if uses_prefix_cache(wildcards.encoder):
+        return [f"{PROCESSED}/{wildcards.dataset}/prefix/{wildcards.encoder}.pt"]
+    return []
+
+
+def prefix_cache_option(wildcards, input):
+    return f"--prefix-cache {input.prefix}" if input.prefix else ""
+
+
 def tiny_models_input(wildcards):
     return [TINY_MODELS] if uses_tiny_models(wildcards.encoder) else []
 

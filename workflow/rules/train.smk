@@ -16,10 +16,36 @@ rule tiny_models:
         "python -m mscl make-tiny-models --out {output} --seed {params.seed} > {log} 2>&1"
 
 
+rule cache_prefix:
+    input:
+        data=lambda wildcards: manifest(wildcards.dataset),
+        models=tiny_models_input,
+    output:
+        f"{PROCESSED}/{{dataset}}/prefix/{{encoder}}.pt",
+    conda:
+        CONDA_ENV
+    log:
+        f"{LOGS}/prefix/{{dataset}}/{{encoder}}.log",
+    benchmark:
+        f"{BENCHMARKS}/prefix/{{dataset}}/{{encoder}}.tsv"
+    threads: encoder_threads
+    resources:
+        gpu=encoder_resource("gpu"),
+        mem_mb=encoder_resource("mem_mb"),
+        runtime=encoder_resource("runtime"),
+    params:
+        data=folder_of("input.data"),
+        spec=lambda wildcards: shlex.quote(json.dumps(encoder_spec(wildcards.encoder), sort_keys=True)),
+    shell:
+        "OMP_NUM_THREADS={threads} python -m mscl cache-prefix --data {params.data} --encoder-spec {params.spec} "
+        "--out {output} > {log} 2>&1"
+
+
 rule pretrain:
     input:
         data=lambda wildcards: manifest(wildcards.dataset),
         models=tiny_models_input,
+        prefix=prefix_cache_input,
     output:
         # Only the final file: Snakemake deletes a failed job's outputs, and the epoch
         # checkpoint beside it must survive so that a rerun resumes.
@@ -39,9 +65,10 @@ rule pretrain:
         data=folder_of("input.data"),
         out=folder_of("output.encoder"),
         spec=run_spec,
+        prefix=prefix_cache_option,
     shell:
         "OMP_NUM_THREADS={threads} python -m mscl pretrain --data {params.data} --out {params.out} "
-        "--spec {params.spec} > {log} 2>&1"
+        "--spec {params.spec} {params.prefix} > {log} 2>&1"
 
 
 rule probe:
@@ -49,6 +76,7 @@ rule probe:
         data=lambda wildcards: manifest(wildcards.dataset),
         encoder=rules.pretrain.output.encoder,
         models=tiny_models_input,
+        prefix=prefix_cache_input,
     output:
         metrics=f"{RUN_DIR}/probe/metrics.json",
         scores=f"{RUN_DIR}/probe/test_scores.parquet",
@@ -68,6 +96,7 @@ rule probe:
         pretrained=folder_of("input.encoder"),
         out=folder_of("output.metrics"),
         spec=run_spec,
+        prefix=prefix_cache_option,
     shell:
         "OMP_NUM_THREADS={threads} python -m mscl probe --data {params.data} --pretrained {params.pretrained} "
-        "--out {params.out} --spec {params.spec} > {log} 2>&1"
+        "--out {params.out} --spec {params.spec} {params.prefix} > {log} 2>&1"

@@ -14,6 +14,16 @@ one `/`, or exists) must be a folder with a `config.json` and a weights file.
   (roberta-base: 0.1 on hidden states and attention probabilities), so in train mode two passes
   over the same batch give two dropout-noised views (SimCSE-style); in eval mode they are equal.
 
+  Optional `trainable_layers: k` (default null: every layer trains) fine-tunes only the top k of
+  the model's L transformer layers (BERT- and RoBERTa-style models). The embeddings and the lower
+  L - k layers are frozen (requires_grad False) and form the *prefix*: `HFEncoder.prefix(tokens)`
+  runs them without gradients and always in eval mode (no dropout), so their output is a
+  deterministic function of the tokens and can be computed once per dataset and cached
+  (`python -m mscl cache-prefix`, `mscl.train.prefix`). `forward` then takes either tokens or
+  cached `{"hidden", "attention_mask"}` and runs only the top k layers on the latter; on tokens
+  it runs `prefix` itself first, so both inputs give the same h (in train mode too: the frozen
+  part has no dropout either way; the top layers' dropout still gives two views).
+
 `llama_lora` spec: `{"kind": "llama_lora", "path": ..., "max_length": 512, "lora_r": 16,
   "lora_alpha": 32, "lora_dropout": 0.1, "bf16": true, "gradient_checkpointing": false,
   "lora_target_modules": ["q_proj", "k_proj", "v_proj", "o_proj"]}`.
@@ -36,11 +46,12 @@ from __future__ import annotations
 import sys
 import warnings
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import torch
 from torch import Tensor, nn
 from transformers import AutoModel, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+from transformers.masking_utils import create_bidirectional_mask
 from transformers.utils import logging as transformers_logging
 
 from mscl.models import Encoder, check_bool, check_positive_int, check_probability, spec_error, validated_spec
@@ -57,6 +68,12 @@ DEFAULT_LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj")
 # holds 512 tokens; BERT-style models start at 0.
 POSITION_OFFSET_MODEL_TYPES = ("roberta", "xlm-roberta", "camembert", "longformer")
 LEARNED_POSITION_MODEL_TYPES = (*POSITION_OFFSET_MODEL_TYPES, "bert", "distilbert", "electra")
+# Model types whose base model is `embeddings` -> `encoder.layer[i](hidden, mask)`, which is
+# what top-layer training on cached prefix states calls (`trainable_layers`).
+PREFIX_MODEL_TYPES = ("bert", "roberta", "xlm-roberta", "camembert")
+HF_DEFAULTS: dict[str, Any] = {"max_length": 512, "pooling": "cls", "trainable_layers": None}
+# hf spec keys that decide the prefix (embeddings + frozen layers) output; pooling does not.
+PREFIX_SPEC_KEYS = ("kind", "path", "max_length", "trainable_layers")
 
 
 def looks_local(path: str) -> bool:
@@ -154,16 +171,97 @@ class TextEncoder(Encoder):
 
 
 class HFEncoder(TextEncoder):
-    """A Hugging Face encoder (RoBERTa, BERT, ...) with first-token or mean pooling."""
+    """A Hugging Face encoder (RoBERTa, BERT, ...) with first-token or mean pooling.
 
-    def __init__(self, spec: Mapping[str, Any], model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, max_length: int, pooling: str):
+    With `trainable_layers` = k the embeddings and the lower L - k layers are frozen: see the
+    module docstring, `prefix` and `forward`.
+    """
+
+    def __init__(
+        self,
+        spec: Mapping[str, Any],
+        model: PreTrainedModel,
+        tokenizer: PreTrainedTokenizerBase,
+        max_length: int,
+        pooling: str,
+        trainable_layers: int | None = None,
+    ):
         super().__init__(spec, tokenizer, max_length)
         self.model = model
         self.pool = first_token if pooling == "cls" else masked_mean
         self.output_dim = model.config.hidden_size
+        self.trainable_layers = trainable_layers
+        if trainable_layers is not None:
+            for module in self.frozen_modules():
+                module.requires_grad_(False)
+
+    @property
+    def prefix_cached(self) -> bool:
+        """True when only the top layers train and the rest can run from a prefix cache."""
+        return self.trainable_layers is not None
+
+    @property
+    def frozen_layers(self) -> int:
+        """How many transformer layers (from the bottom) are frozen: L - k, or 0."""
+        if self.trainable_layers is None:
+            return 0
+        return len(self.model.encoder.layer) - self.trainable_layers
+
+    def frozen_modules(self) -> list[nn.Module]:
+        """The prefix: embeddings and the lower L - k layers (empty without trainable_layers)."""
+        if self.trainable_layers is None:
+            return []
+        return [self.model.embeddings, *self.model.encoder.layer[: self.frozen_layers]]
+
+    def run_layers(self, layers: Sequence[nn.Module], hidden: Tensor, attention_mask: Tensor) -> Tensor:
+        """hidden [B, T, H] through `layers` (BertLayer/RobertaLayer modules) in turn.
+
+        The 2-d padding mask [B, T] becomes the form the model's attention implementation
+        reads (`create_bidirectional_mask`, as the base model's own forward builds it: an
+        additive float [B, 1, T, T] mask for eager, a boolean one or None when nothing is
+        padded for sdpa); each layer is then called as `layer(hidden, mask)`.
+        """
+        mask = create_bidirectional_mask(config=self.model.config, inputs_embeds=hidden, attention_mask=attention_mask)
+        for layer in layers:
+            hidden = layer(hidden, mask)
+        return hidden
+
+    def prefix(self, tokens: Mapping[str, Tensor]) -> dict[str, Tensor]:
+        """The frozen part's output for tokenised texts: `{"hidden": [B, T, H] float,
+        "attention_mask": [B, T]}` (the mask passed through), computed without gradients and in
+        eval mode whatever the module's train flag (which is left as it was)."""
+        if not self.prefix_cached:
+            raise ValueError("encoder spec (hf) key 'trainable_layers': is null, so the encoder has no frozen prefix. Fix: set `trainable_layers` to the number of top layers to fine-tune")
+        modules = [module for frozen in self.frozen_modules() for module in frozen.modules()]
+        flags = [module.training for module in modules]
+        try:
+            for module in modules:
+                module.training = False
+            with torch.no_grad():
+                hidden = self.model.embeddings(input_ids=tokens["input_ids"])
+                hidden = self.run_layers(self.model.encoder.layer[: self.frozen_layers], hidden, tokens["attention_mask"])
+        finally:
+            for module, flag in zip(modules, flags):
+                module.training = flag
+        return {"hidden": hidden, "attention_mask": tokens["attention_mask"]}
+
+    def top(self, cached: Mapping[str, Tensor]) -> Tensor:
+        """The top k layers on prefix states `{"hidden": [B, T, H], "attention_mask": [B, T]}`:
+        the last hidden state [B, T, H] (with dropout in train mode)."""
+        hidden = cached["hidden"].to(self.model.dtype)
+        return self.run_layers(self.model.encoder.layer[self.frozen_layers :], hidden, cached["attention_mask"])
 
     def forward(self, batch: dict[str, Tensor]) -> Tensor:
-        hidden = self.model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).last_hidden_state
+        """h [B, H] float32 from tokens (`input_ids`, `attention_mask`) or, for a prefix-cached
+        encoder, from cached prefix states (`hidden`, `attention_mask`)."""
+        if "hidden" in batch:
+            if not self.prefix_cached:
+                raise ValueError("encoder spec (hf) key 'trainable_layers': is null, but the batch holds cached prefix states. Fix: set `trainable_layers` to the value the cache was made with, or pass tokens")
+            hidden = self.top(batch)
+        elif self.prefix_cached:
+            hidden = self.top(self.prefix(batch))
+        else:
+            hidden = self.model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).last_hidden_state
         return self.pool(hidden, batch["attention_mask"]).float()
 
 
@@ -180,17 +278,47 @@ class LlamaLoraEncoder(TextEncoder):
         return last_token(hidden, batch["attention_mask"]).float()
 
 
+def check_trainable_layers(value: Any) -> int | None:
+    """spec["trainable_layers"] before the model loads: null or a positive int."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise spec_error("hf", "trainable_layers", f"must be null (all layers train) or a positive integer, got {value!r}", "set `trainable_layers` to the number of top transformer layers to fine-tune, e.g. 1, or null")
+    return value
+
+
+def check_prefix_model(model: PreTrainedModel, trainable_layers: int | None) -> None:
+    """trainable_layers against the loaded model: a supported layout and k <= its layer count."""
+    if trainable_layers is None:
+        return
+    model_type = getattr(model.config, "model_type", "")
+    layers = getattr(getattr(model, "encoder", None), "layer", None)
+    if model_type not in PREFIX_MODEL_TYPES or getattr(model.config, "is_decoder", False) or not isinstance(layers, nn.ModuleList) or not hasattr(model, "embeddings"):
+        raise spec_error("hf", "trainable_layers", f"top-layer training is not supported for model type {model_type!r}", f"use a model of type {list(PREFIX_MODEL_TYPES)} or set `trainable_layers: null`")
+    if trainable_layers > len(layers):
+        raise spec_error("hf", "trainable_layers", f"{trainable_layers} exceeds the {len(layers)} layers of this {model_type} model", f"set `trainable_layers` to at most {len(layers)} (or null to train every layer)")
+
+
 def build_hf(spec: Mapping[str, Any], num_labels: int) -> HFEncoder:
     """HFEncoder from an `hf` spec (num_labels is not used)."""
-    spec = validated_spec(spec, required=("path",), defaults={"max_length": 512, "pooling": "cls"})
+    spec = validated_spec(spec, required=("path",), defaults=HF_DEFAULTS)
     path = checked_model_path("hf", spec)
     max_length = check_positive_int(spec, "max_length")
     if spec["pooling"] not in POOLINGS:
         raise spec_error("hf", "pooling", f"unknown pooling {spec['pooling']!r}", f"use one of {list(POOLINGS)}")
+    trainable_layers = check_trainable_layers(spec["trainable_layers"])
     model = AutoModel.from_pretrained(path, dtype=torch.float32)
     check_token_limit("hf", "max_length", max_length, model)
+    check_prefix_model(model, trainable_layers)
     drop_pooler(model)
-    return HFEncoder(spec, model, load_tokenizer(path), max_length, spec["pooling"])
+    return HFEncoder(spec, model, load_tokenizer(path), max_length, spec["pooling"], trainable_layers)
+
+
+def prefix_spec(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """The part of an `hf` spec (defaults filled in) that decides the prefix output: kind,
+    path, max_length and trainable_layers (pooling only acts after the top layers)."""
+    spec = validated_spec(spec, required=("path",), defaults=HF_DEFAULTS)
+    return {key: spec[key] for key in PREFIX_SPEC_KEYS}
 
 
 def check_target_modules(spec: Mapping[str, Any]) -> list[str]:

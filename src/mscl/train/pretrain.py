@@ -74,6 +74,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--spec", required=True, help="run spec: inline JSON starting with '{' or a JSON/YAML file")
     parser.add_argument("--out", required=True, type=Path, help="output folder (a rerun resumes from its checkpoint)")
     parser.add_argument(
+        "--prefix-cache",
+        type=Path,
+        default=None,
+        help="frozen-prefix cache of a trainable_layers hf encoder (python -m mscl cache-prefix): train the top layers on it",
+    )
+    parser.add_argument(
         "--stop-after-epoch",
         type=int,
         default=None,
@@ -232,12 +238,36 @@ def contrastive_features(
         flat = torch.cat(views.unbind(1))
         projected = head(encoder({key: flat}))
         return projected.view(2, len(views), -1).transpose(0, 1)
-    tokens = {key: value.to(device, non_blocking=True) for key, value in encoder.tokenize(batch["text"]).items()}
+    tokens = {key: value.to(device, non_blocking=True) for key, value in text_inputs(encoder, batch).items()}
     if text_views == "token_dropout":
         passes = [drop_tokens(tokens, TOKEN_DROP_RATE) for _ in range(2)]
     else:
         passes = [tokens, tokens]  # two passes in train mode: different dropout masks (SimCSE)
     return torch.stack([head(encoder(view)) for view in passes], dim=1)
+
+
+def text_inputs(encoder: nn.Module, batch: dict[str, Any]) -> dict[str, Tensor]:
+    """What a text encoder reads: cached prefix states when the batch carries them
+    (`mscl.train.prefix`), else the batch's texts tokenised."""
+    if "hidden" in batch:
+        return {"hidden": batch["hidden"], "attention_mask": batch["attention_mask"]}
+    return encoder.tokenize(batch["text"])
+
+
+def training_loader(
+    spec: RunSpec, train: Split, prefix_cache: Path | None, generator: torch.Generator, device: torch.device
+) -> torch.utils.data.DataLoader:
+    """Shuffled two-view batches of the train split; a top-layer text encoder with a prefix
+    cache reads the cached states instead of the texts."""
+    cfg = spec.pretrain
+    options = dict(shuffle=True, drop_last=True, generator=generator, num_workers=cfg.num_workers, device=device)
+    if prefix_cache is not None:
+        from mscl.train.prefix import PrefixDataset, load_prefix_cache, make_prefix_loader
+
+        cached = load_prefix_cache(prefix_cache, spec.encoder, {"train": train})["train"]
+        return make_prefix_loader(PrefixDataset(train, cached), spec.batch_size, **options)
+    dataset = pretrain_dataset(train, spec.modality, cfg.image_size, cfg.crop_scale_min, cfg.feature_mask_rate)
+    return make_loader(dataset, spec.batch_size, **options)
 
 
 # ------------------------------------------------------------------------ bookkeeping
@@ -396,11 +426,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return save_initial_encoder(spec, len(vocabulary), args.out, device, precision)
     encoder, head, loss_fn = build_model(spec, len(vocabulary), device)
     optimizer = make_optimizer(spec, encoder, head, loss_fn)
-    dataset = pretrain_dataset(train, spec.modality, cfg.image_size, cfg.crop_scale_min, cfg.feature_mask_rate)
-    loader = make_loader(
-        dataset, spec.batch_size, shuffle=True, drop_last=True, generator=generator,
-        num_workers=cfg.num_workers, device=device,
-    )  # fmt: skip
+    loader = training_loader(spec, train, args.prefix_cache, generator, device)
     steps_per_epoch = steps_per_epoch_for(len(train), spec.batch_size, cfg.max_steps_per_epoch)
     total_steps = steps_per_epoch * cfg.epochs
 

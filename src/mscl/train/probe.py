@@ -44,7 +44,7 @@ from mscl.interrupt import exit_on_sigterm
 from mscl.io import atomic_path, write_json, write_text
 from mscl.metrics import evaluate
 from mscl.train.data import Split, eval_dataset, load_split, make_loader, standardize
-from mscl.train.pretrain import VIEW_KEYS, check_feature_dim, encoder_from_spec
+from mscl.train.pretrain import VIEW_KEYS, check_feature_dim, encoder_from_spec, text_inputs
 from mscl.train.runtime import (
     autocast,
     load_checkpoint,
@@ -66,6 +66,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--pretrained", required=True, type=Path, help="pretrain output folder (holds encoder.pt)")
     parser.add_argument("--spec", required=True, help="run spec: inline JSON starting with '{' or a JSON/YAML file")
     parser.add_argument("--out", required=True, type=Path, help="output folder")
+    parser.add_argument(
+        "--prefix-cache",
+        type=Path,
+        default=None,
+        help="frozen-prefix cache of a trainable_layers hf encoder (python -m mscl cache-prefix)",
+    )
     return parser.parse_args(argv)
 
 
@@ -94,22 +100,26 @@ def load_frozen_encoder(spec: RunSpec, num_labels: int, weights: Path, device: t
 
 @torch.no_grad()
 def extract_features(
-    encoder: nn.Module, split: Split, spec: RunSpec, device: torch.device, precision: str, name: str
-) -> Tensor:
-    """[N, output_dim] float32 CPU features of a split, in manifest order."""
-    dataset = eval_dataset(split, spec.modality, spec.pretrain.image_size)
+    encoder: nn.Module, split: Split, spec: RunSpec, device: torch.device, precision: str, name: str,
+    cached: dict[str, Tensor] | None = None,
+) -> Tensor:  # fmt: skip
+    """[N, output_dim] float32 CPU features of a split, in manifest order (from the split's
+    cached prefix states when `cached` is given)."""
     # The pretraining batch fits on the device with gradients for two views, so it fits here.
-    loader = make_loader(
-        dataset, spec.batch_size, shuffle=False, drop_last=False, generator=None,
-        num_workers=spec.pretrain.num_workers, device=device,
-    )  # fmt: skip
+    options = dict(shuffle=False, drop_last=False, generator=None, num_workers=spec.pretrain.num_workers, device=device)
+    if cached is not None:
+        from mscl.train.prefix import PrefixDataset, make_prefix_loader
+
+        loader = make_prefix_loader(PrefixDataset(split, cached), spec.batch_size, **options)
+    else:
+        loader = make_loader(eval_dataset(split, spec.modality, spec.pretrain.image_size), spec.batch_size, **options)
     chunks = []
     for batch in tqdm(loader, desc=f"features {name}", disable=None, file=sys.stderr):
         if spec.modality in VIEW_KEYS:
             key = VIEW_KEYS[spec.modality]
             inputs = {key: batch[key].to(device, non_blocking=True)}
         else:
-            inputs = {key: value.to(device, non_blocking=True) for key, value in encoder.tokenize(batch["text"]).items()}
+            inputs = {key: value.to(device, non_blocking=True) for key, value in text_inputs(encoder, batch).items()}
         with autocast(device, precision):
             chunks.append(encoder(inputs).float().cpu())
     return torch.cat(chunks)
@@ -262,8 +272,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         """Built on the first cache miss only: fully cached runs never load the model."""
         return load_frozen_encoder(spec, len(vocabulary), weights, device)
 
+    @functools.cache
+    def prefix_states() -> dict[str, dict[str, Tensor]] | None:
+        """The frozen-prefix cache, read on the first feature-cache miss only."""
+        if args.prefix_cache is None:
+            return None
+        from mscl.train.prefix import load_prefix_cache
+
+        return load_prefix_cache(args.prefix_cache, spec.encoder, splits)
+
     def compute(name: str) -> Tensor:
-        return extract_features(frozen_encoder(), splits[name], spec, device, precision, name)
+        cached = prefix_states()
+        return extract_features(frozen_encoder(), splits[name], spec, device, precision, name, cached and cached[name])
 
     features = {
         name: cached_features(out / f"features_{name}.pt", weights, splits[name], spec, lambda n=name: compute(n))
