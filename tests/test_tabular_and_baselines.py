@@ -177,3 +177,25 @@ def test_input_dim_that_does_not_match_the_manifest_is_a_named_error(tabular_dat
     error = capsys.readouterr().err
     assert "encoder.input_dim" in error and "set encoder.spec.input_dim to 6" in error
     assert not (tmp_path / "pre").exists()
+
+
+@pytest.mark.parametrize("interval_s, expected_epochs", [(0.0, [1, 2, 3]), (3600.0, [3])])
+def test_checkpoints_follow_the_time_interval_and_always_close_the_run(
+    interval_s: float, expected_epochs: list, tabular_data: Path, tmp_path: Path, monkeypatch
+) -> None:
+    import mscl.train.pretrain as pretrain_module
+
+    saved_epochs = []
+    real_save = pretrain_module.save_checkpoint
+
+    def counting_save(path, state):
+        if Path(path).name == "checkpoint.pt":
+            saved_epochs.append(state["epoch"])
+        real_save(path, state)
+
+    monkeypatch.setattr(pretrain_module, "save_checkpoint", counting_save)
+    monkeypatch.setattr(pretrain_module, "CHECKPOINT_INTERVAL_S", interval_s)
+    spec = json.dumps(run_spec("simdissim", epochs=3))
+    assert mscl_main(["pretrain", "--data", str(tabular_data), "--spec", spec, "--out", str(tmp_path)]) == 0
+    assert saved_epochs == expected_epochs
+    assert len(pd.read_csv(tmp_path / "train_log.csv")) == 3  # the log still has every epoch
