@@ -507,3 +507,24 @@ def test_mimic_icd10_full_label_space_runs_without_an_n_n_l_tensor(name):
     extra = peak_rss_bytes() - before
     assert torch.isfinite(loss) and torch.isfinite(features.grad).all()
     assert extra < 2 * 1024**3, f"{name} peaked {extra / 1e9:.1f} GB above its inputs"
+
+
+def test_one_list_of_methods_feeds_the_spec_and_the_config_schema():
+    """`mscl.losses.LOSSES` is the source: the run spec's methods are its names plus the two
+    references, and the config schema (which the workflow's {loss} wildcard reads) lists exactly
+    those, in that order."""
+    from pathlib import Path
+
+    import yaml
+
+    from mscl.losses import LOSSES
+    from mscl.train.spec import BASELINES, METHODS
+
+    assert METHODS == (*LOSSES, *BASELINES)
+    schema = yaml.safe_load((Path(__file__).parents[1] / "workflow" / "schemas" / "config.schema.yaml").read_text())
+    enum = schema["properties"]["experiments"]["additionalProperties"]["properties"]["losses"]["items"]["enum"]
+    assert enum == list(METHODS)
+    for name, (_, takes) in LOSSES.items():
+        with pytest.raises(ValueError, match="does not take"):
+            make_loss(name, not_an_option=1)
+        assert takes <= {"form", "num_labels", "dim", "alpha", "beta"}

@@ -28,6 +28,7 @@ matrix costs two reads of it (about 3 ms for 512 x 25,230 float32 on two cores).
 
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 from dataclasses import dataclass
@@ -38,9 +39,6 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 DEFAULT_TEMPERATURE = 0.07
-PAIR_LOSSES = ("all", "any", "mulsupcon", "jaccard", "sim", "dissim", "simdissim")
-PROTOTYPE_LOSSES = ("proto", "msc")
-LOSS_NAMES = PAIR_LOSSES + PROTOTYPE_LOSSES
 SIMDISSIM_FORMS = ("weighted", "literal")
 
 
@@ -566,38 +564,51 @@ def _check_temperature(temperature: float) -> None:
         raise ValueError(f"temperature must be > 0, got {temperature}")
 
 
+def _pair_loss(name: str, temperature: float, form: str = "weighted") -> PairLoss:
+    if form not in SIMDISSIM_FORMS:
+        raise ValueError(f"simdissim form must be one of {SIMDISSIM_FORMS}, got {form!r}")
+    return PairLoss(name, WEIGHT_FUNCTIONS[name], temperature, log_weight_inside=form == "literal")
+
+
+def _prototype_loss(cls: type, temperature: float, num_labels: int | None = None, dim: int | None = None, **extra) -> nn.Module:
+    if num_labels is None or dim is None:
+        raise ValueError(f"loss {cls.name!r} needs option(s) ['dim', 'num_labels'] (label vocabulary size, feature dim)")
+    return cls(int(num_labels), int(dim), temperature, **extra)
+
+
+# The one list of losses: name -> (builder taking temperature and the options, the options it
+# takes besides temperature). LOSS_NAMES, the run spec's choices and (by a test) the config
+# schema's enum all come from it.
+LOSSES: dict[str, tuple[Callable[..., nn.Module], frozenset[str]]] = {
+    "all": (functools.partial(_pair_loss, "all"), frozenset()),
+    "any": (functools.partial(_pair_loss, "any"), frozenset()),
+    "mulsupcon": (MulSupConLoss, frozenset()),
+    "jaccard": (functools.partial(_pair_loss, "jaccard"), frozenset()),
+    "sim": (functools.partial(_pair_loss, "sim"), frozenset()),
+    "dissim": (functools.partial(_pair_loss, "dissim"), frozenset()),
+    "simdissim": (functools.partial(_pair_loss, "simdissim"), frozenset({"form"})),
+    "proto": (functools.partial(_prototype_loss, ClassPrototypeLoss), frozenset({"num_labels", "dim"})),
+    "msc": (functools.partial(_prototype_loss, MSCLoss), frozenset({"num_labels", "dim", "alpha", "beta"})),
+}
+LOSS_NAMES = tuple(LOSSES)
+PROTOTYPE_LOSSES = ("proto", "msc")
+
+
 def make_loss(name: str, **options) -> nn.Module:
-    """Build a loss by name: all, any, mulsupcon, jaccard, sim, dissim, simdissim, proto, msc.
+    """Build a loss by name (`LOSSES`): all, any, mulsupcon, jaccard, sim, dissim, simdissim,
+    proto, msc.
 
     Options: ``temperature`` (default 0.07) for all; ``form`` for simdissim (``weighted``,
     the default: the weight multiplies log p; ``literal``: the weight inside the log as
     printed in the paper's Eq. 12, gradient-identical to ANY); ``num_labels`` and ``dim``
     for proto and msc; ``alpha`` (1.0) and ``beta`` (0.1) for msc.
     """
-    allowed = {"temperature"}
-    if name == "simdissim":
-        allowed |= {"form"}
-    elif name == "proto":
-        allowed |= {"num_labels", "dim"}
-    elif name == "msc":
-        allowed |= {"num_labels", "dim", "alpha", "beta"}
-    elif name not in LOSS_NAMES:
+    if name not in LOSSES:
         raise ValueError(f"unknown loss {name!r}; choose one of {', '.join(LOSS_NAMES)}")
+    build, takes = LOSSES[name]
+    allowed = takes | {"temperature"}
     unknown = set(options) - allowed
     if unknown:
         raise ValueError(f"loss {name!r} does not take option(s) {sorted(unknown)}; it takes {sorted(allowed)}")
-
-    temperature = options.get("temperature", DEFAULT_TEMPERATURE)
-    if name == "mulsupcon":
-        return MulSupConLoss(temperature)
-    if name in PROTOTYPE_LOSSES:
-        missing = {"num_labels", "dim"} - set(options)
-        if missing:
-            raise ValueError(f"loss {name!r} needs option(s) {sorted(missing)} (label vocabulary size, feature dim)")
-        extra = {key: options[key] for key in ("alpha", "beta") if key in options}
-        cls = ClassPrototypeLoss if name == "proto" else MSCLoss
-        return cls(int(options["num_labels"]), int(options["dim"]), temperature, **extra)
-    form = options.get("form", "weighted")
-    if form not in SIMDISSIM_FORMS:
-        raise ValueError(f"simdissim form must be one of {SIMDISSIM_FORMS}, got {form!r}")
-    return PairLoss(name, WEIGHT_FUNCTIONS[name], temperature, log_weight_inside=form == "literal")
+    temperature = options.pop("temperature", DEFAULT_TEMPERATURE)
+    return build(temperature=temperature, **options)
