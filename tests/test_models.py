@@ -18,8 +18,8 @@ from mscl.models import ENCODER_KINDS, Encoder, ProjectionHead, build_encoder, c
 from mscl.models.image import resolve_weights
 from mscl.models.plm_icd import LabelWiseAttention, masked_label_attention, to_chunks
 from mscl.models.text import checked_model_path
-from mscl.models.tiny import main as tiny_main
-from mscl.models.tiny import make_tiny_models, seeded_models
+from mscl.demo.tiny_models import main as tiny_main
+from mscl.demo.tiny_models import make_tiny_models, seeded_models
 
 TEXTS = ["the patient was admitted with acute myocardial infarction and chest pain", "fracture of the left femur"]
 
@@ -345,6 +345,6 @@ def test_bad_specs_raise_clear_errors(tiny: dict[str, Path], spec: dict, message
 
 
 def test_encoder_kinds_and_num_labels_checked() -> None:
-    assert ENCODER_KINDS == ("resnet", "hf", "llama_lora", "plm_icd")
+    assert ENCODER_KINDS == ("resnet", "hf", "llama_lora", "plm_icd", "mlp")
     with pytest.raises(ValueError, match="num_labels"):
         build_encoder(resnet_spec(), num_labels=0)

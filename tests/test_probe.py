@@ -17,7 +17,7 @@ from mscl.__main__ import main as mscl_main
 from mscl.data.manifest import write_dataset
 from mscl.metrics import evaluate
 from mscl.models import build_encoder
-from mscl.models.tiny import make_tiny_models
+from mscl.demo.tiny_models import make_tiny_models
 from mscl.train import probe as probe_module
 from mscl.train.probe import better, train_probe
 from mscl.train.runtime import save_checkpoint, trainable_state

@@ -17,7 +17,7 @@ from PIL import Image
 from mscl.__main__ import main as mscl_main
 from mscl.data.manifest import write_dataset
 from mscl.models import build_encoder
-from mscl.models.tiny import make_tiny_models
+from mscl.demo.tiny_models import make_tiny_models
 from mscl.train.data import multi_hot
 from mscl.train.pretrain import EXIT_STOPPED, learning_rate, warmup_steps_for
 from mscl.train.runtime import trainable_state
