@@ -295,7 +295,7 @@ def test_sigint_to_snakemake_stops_training_and_the_rerun_resumes_then_a_changed
     snakemake(workdir, "data/processed/aapd/stats.json", "models/tiny", "--configfile", str(config))
 
     process = subprocess.Popen(
-        snakemake_command(workdir, target, "--configfile", str(config), profile=str(REPO / "workflow/profiles/default")),
+        snakemake_command(workdir, target, "--configfile", str(config), profile=str(REPO / "profiles/default")),
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=job_env(), start_new_session=True,
     )
     try:
@@ -315,7 +315,7 @@ def test_sigint_to_snakemake_stops_training_and_the_rerun_resumes_then_a_changed
     assert 1 <= epochs_done < 400 and not (run_dir / "encoder.pt").exists()
 
     # Rerun with the default profile (rerun-incomplete): resumes after the last checkpoint.
-    snakemake(workdir, target, "--configfile", str(config), profile=str(REPO / "workflow/profiles/default"))
+    snakemake(workdir, target, "--configfile", str(config), profile=str(REPO / "profiles/default"))
     log = (workdir / "results" / "logs" / "pretrain" / f"{TINY_RUN}.log").read_text()
     assert f"resumed from checkpoint.pt after epoch {epochs_done}" in log
     assert f"pretrain epoch {epochs_done + 1}/400:" in log and f"pretrain epoch {epochs_done}/400:" not in log
@@ -339,3 +339,14 @@ def torch_load(path: Path) -> dict:
     import torch
 
     return torch.load(path, weights_only=True)
+
+
+def test_a_plain_snakemake_from_the_repository_root_reads_the_default_profile():
+    """Snakemake looks for a workflow profile only in ./profiles/default (and ./default) next to
+    a root-level Snakefile: the profile's rerun triggers (no `code`) must really apply."""
+    result = subprocess.run(
+        [sys.executable, "-m", "snakemake", "-n", "--configfile", "config/paper.yaml"],
+        cwd=REPO, capture_output=True, text=True, env=job_env(),
+    )  # fmt: skip
+    assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
+    assert "Using workflow specific profile profiles/default" in result.stdout + result.stderr
