@@ -296,7 +296,8 @@ def test_sigint_to_snakemake_stops_training_and_the_rerun_resumes_then_a_changed
 
     process = subprocess.Popen(
         snakemake_command(workdir, target, "--configfile", str(config), profile=str(REPO / "profiles/default")),
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=job_env(), start_new_session=True,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+        env={**job_env(), "MSCL_CHECKPOINT_INTERVAL_S": "0"},  # a checkpoint every epoch, so one exists
     )
     try:
         wait_for(lambda: (run_dir / "train_log.csv").exists() and len((run_dir / "train_log.csv").read_text().splitlines()) > 3,
