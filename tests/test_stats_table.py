@@ -21,39 +21,39 @@ STATS = {
     "mimic3_50": ("text", 8_066, 1_573, 1_729, 50, 5.69),
 }
 
-EXPECTED_TEX = r"""\begin{tabular}{@{}lccccc@{}}
+EXPECTED_TEX = r"""\begin{tabular}{@{}lcccccc@{}}
 \toprule
-\multicolumn{1}{c}{Dataset} & Train & Val & Test & Total \# labels & Avg \# labels \\
+\multicolumn{1}{c}{Dataset} & Train & Val & Test & Total \# labels & Avg \# labels & Paper train / val / test \\
 \midrule
-MS-COCO & 82.1k & 20.1k & 20.1k & 80 & 2.9 \\
-my\_set & 999 & 1.1k & 1.9k & 7 & 1.0 \\
-PASCAL & 5.0k & 2.5k & 2.5k & 20 & 1.5 \\
+MS-COCO & 82.1k & 20.1k & 20.1k & 80 & 2.9 & 82.0k / 20.2k / 20.2k \\
+my\_set & 999 & 1.1k & 1.9k & 7 & 1.0 & - \\
+PASCAL & 5.0k & 2.5k & 2.5k & 20 & 1.5 & 5.0k / 2.5k / 2.5k \\
 \midrule
-AAPD & 37.8k & 6.7k & 11.3k & 54 & 2.4 \\
+AAPD & 37.8k & 6.7k & 11.3k & 54 & 2.4 & 37.8k / 6.7k / 11.3k \\
 \midrule
-MIMIC-III-Full & 47,723 & 1,631 & 3,372 & 8,692 & 15.7 \\
-MIMIC-III-50 & 8,066 & 1,573 & 1,729 & 50 & 5.7 \\
+MIMIC-III-Full & 47,723 & 1,631 & 3,372 & 8,692 & 15.7 & 47,723 / 1,631 / 3,372 \\
+MIMIC-III-50 & 8,066 & 1,573 & 1,729 & 50 & 5.7 & 8,066 / 1,573 / 1,729 \\
 \bottomrule
 \end{tabular}
 """
 
-EXPECTED_MD = """| Dataset | Train | Val | Test | Total # labels | Avg # labels |
-|:---|---:|---:|---:|---:|---:|
-| MS-COCO | 82.1k | 20.1k | 20.1k | 80 | 2.9 |
-| my_set | 999 | 1.1k | 1.9k | 7 | 1.0 |
-| PASCAL | 5.0k | 2.5k | 2.5k | 20 | 1.5 |
-| AAPD | 37.8k | 6.7k | 11.3k | 54 | 2.4 |
-| MIMIC-III-Full | 47,723 | 1,631 | 3,372 | 8,692 | 15.7 |
-| MIMIC-III-50 | 8,066 | 1,573 | 1,729 | 50 | 5.7 |
+EXPECTED_MD = """| Dataset | Train | Val | Test | Total # labels | Avg # labels | Paper train / val / test |
+|:---|---:|---:|---:|---:|---:|---:|
+| MS-COCO | 82.1k | 20.1k | 20.1k | 80 | 2.9 | 82.0k / 20.2k / 20.2k |
+| my_set | 999 | 1.1k | 1.9k | 7 | 1.0 | - |
+| PASCAL | 5.0k | 2.5k | 2.5k | 20 | 1.5 | 5.0k / 2.5k / 2.5k |
+| AAPD | 37.8k | 6.7k | 11.3k | 54 | 2.4 | 37.8k / 6.7k / 11.3k |
+| MIMIC-III-Full | 47,723 | 1,631 | 3,372 | 8,692 | 15.7 | 47,723 / 1,631 / 3,372 |
+| MIMIC-III-50 | 8,066 | 1,573 | 1,729 | 50 | 5.7 | 8,066 / 1,573 / 1,729 |
 """
 
-EXPECTED_CSV = """key,Dataset,Train,Val,Test,Total # labels,Avg # labels
-coco,MS-COCO,82081,20068,20069,80,2.9
-my_set,my_set,999,1050,1949,7,1.04
-voc,PASCAL,5011,2476,2476,20,1.46
-aapd,AAPD,37827,6705,11308,54,2.41
-mimic3_full,MIMIC-III-Full,47723,1631,3372,8692,15.66
-mimic3_50,MIMIC-III-50,8066,1573,1729,50,5.69
+EXPECTED_CSV = """key,Dataset,Train,Val,Test,Total # labels,Avg # labels,Paper train,Paper val,Paper test
+coco,MS-COCO,82081,20068,20069,80,2.9,82.0k,20.2k,20.2k
+my_set,my_set,999,1050,1949,7,1.04,,,
+voc,PASCAL,5011,2476,2476,20,1.46,5.0k,2.5k,2.5k
+aapd,AAPD,37827,6705,11308,54,2.41,37.8k,6.7k,11.3k
+mimic3_full,MIMIC-III-Full,47723,1631,3372,8692,15.66,"47,723","1,631","3,372"
+mimic3_50,MIMIC-III-50,8066,1573,1729,50,5.69,"8,066","1,573","1,729"
 """
 
 

@@ -3,7 +3,9 @@
 Layout read under --root: `annotations/instances_{train,val}2014.json` and the images in
 `train2014/` and `val2014/` (each image's `file_name`). Labels are category names; the
 vocabulary follows category ids, which are not contiguous (1..90 with gaps for 80 classes).
-Paper split: train2014 -> train, val2014 halved with the seed into val and test.
+Split, inferred from the paper's sizes (the paper does not describe it): train2014 -> train,
+val2014 halved with the seed into val and test. This gives 20.1k / 20.1k where the paper
+prints 20.2k / 20.2k; the statistics table shows both.
 Images without any annotation carry no label and are dropped and counted.
 """
 

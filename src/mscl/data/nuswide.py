@@ -10,8 +10,9 @@ Imagelist lines are Windows paths, e.g. `actor\\0001_2124494179.jpg` or
 `Flickr/actor/0001_2124494179.jpg` under --root (backslashes become slashes and anything up to
 a `Flickr/` folder is replaced by `Flickr/`), and the sample id is `actor/0001_2124494179`.
 
-Many NUS-WIDE images are no longer downloadable, so the paper keeps the images that are
-present and carry at least one label and splits those 60/20/20 with a seed. Absent images
+Many NUS-WIDE images are no longer downloadable. The paper does not describe its split; its
+sizes (125.4k / 41.9k / 41.9k, i.e. 60/20/20) suggest the images present with at least one
+label, split at random: this parser does that with a seed (an inferred split). Absent images
 are therefore dropped and counted by default (--missing-images drop); the folder is always
 checked for presence, --verify-images also opens each image.
 """

@@ -36,6 +36,22 @@ DISPLAY_NAMES = {
     "debtags": "Debtags",
     "fashion_mnist": "Fashion-MNIST canvases",
 }
+# The paper's printed train / val / test sizes (Table "Statistics of datasets"), shown next to
+# the produced ones: the image and AAPD splits are inferred from these sizes, so a reader can
+# see how close they come (COCO val/test: 20.1k produced vs 20.2k printed).
+PAPER_SPLIT_SIZES = {
+    "coco": ("82.0k", "20.2k", "20.2k"),
+    "voc": ("5.0k", "2.5k", "2.5k"),
+    "nuswide": ("125.4k", "41.9k", "41.9k"),
+    "aapd": ("37.8k", "6.7k", "11.3k"),
+    "mimic3_full": ("47,723", "1,631", "3,372"),
+    "mimic3_50": ("8,066", "1,573", "1,729"),
+    "mimic4_icd9_full": ("188,533", "7,110", "13,709"),
+    "mimic4_icd9_50": ("170,664", "6,406", "12,405"),
+    "mimic4_icd10_full": ("110,442", "4,017", "7,851"),
+    "mimic4_icd10_50": ("104,077", "3,805", "7,368"),
+}
+PAPER_COLUMN = "Paper train / val / test"
 # Row groups in table order; a \midrule separates consecutive groups.
 GROUPS = ("image", "text", "tabular", "mimic")
 COLUMNS = ("Dataset", "Train", "Val", "Test", "Total # labels", "Avg # labels")
@@ -102,14 +118,20 @@ def statistics_frame(datasets: Sequence[tuple[str, str | Path]]) -> pd.DataFrame
     return frame.reset_index(drop=True)
 
 
+def paper_sizes(key: str) -> str:
+    """The paper's printed sizes of a dataset ("82.0k / 20.2k / 20.2k"), "-" when it has none."""
+    return " / ".join(PAPER_SPLIT_SIZES[key]) if key in PAPER_SPLIT_SIZES else "-"
+
+
 def formatted_cells(frame: pd.DataFrame) -> list[list[str]]:
-    """The display strings of each row, in COLUMNS order."""
+    """The display strings of each row, in COLUMNS order, then the paper's sizes."""
     return [
         [
             row["Dataset"],
             *(format_count(int(row[c]), row["group"]) for c in ("Train", "Val", "Test")),
             f"{int(row['Total # labels']):,}",
             f"{float(row['Avg # labels']):.1f}",
+            paper_sizes(row["key"]),
         ]
         for _, row in frame.iterrows()
     ]
@@ -122,8 +144,8 @@ def latex_escape(text: str) -> str:
 
 def to_latex(frame: pd.DataFrame) -> str:
     """booktabs tabular like the paper's, with \\midrule between groups."""
-    header = " & ".join([r"\multicolumn{1}{c}{Dataset}", *(latex_escape(c) for c in COLUMNS[1:])])
-    lines = [r"\begin{tabular}{@{}lccccc@{}}", r"\toprule", header + r" \\", r"\midrule"]
+    header = " & ".join([r"\multicolumn{1}{c}{Dataset}", *(latex_escape(c) for c in (*COLUMNS[1:], PAPER_COLUMN))])
+    lines = [r"\begin{tabular}{@{}lcccccc@{}}", r"\toprule", header + r" \\", r"\midrule"]
     groups = list(frame["group"])
     for index, cells in enumerate(formatted_cells(frame)):
         if index and groups[index] != groups[index - 1]:
@@ -135,14 +157,19 @@ def to_latex(frame: pd.DataFrame) -> str:
 
 def to_markdown(frame: pd.DataFrame) -> str:
     """GitHub Markdown table with the paper-style cells."""
-    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "|".join([":---"] + ["---:"] * (len(COLUMNS) - 1)) + "|"]
+    lines = ["| " + " | ".join((*COLUMNS, PAPER_COLUMN)) + " |", "|" + "|".join([":---"] + ["---:"] * len(COLUMNS)) + "|"]
     lines += ["| " + " | ".join(cells) + " |" for cells in formatted_cells(frame)]
     return "\n".join(lines) + "\n"
 
 
 def to_csv(frame: pd.DataFrame) -> str:
-    """CSV with exact numbers (full-precision average) and the dataset key."""
-    return frame[["key", *COLUMNS]].to_csv(index=False, lineterminator="\n")
+    """CSV with exact numbers (full-precision average), the dataset key and the paper's printed
+    sizes (empty for datasets the paper does not have)."""
+    paper = {
+        f"Paper {split}": [PAPER_SPLIT_SIZES.get(key, ("", "", ""))[index] for key in frame["key"]]
+        for index, split in enumerate(("train", "val", "test"))
+    }
+    return frame[["key", *COLUMNS]].assign(**paper).to_csv(index=False, lineterminator="\n")
 
 
 def parse_dataset_arguments(values: Sequence[str]) -> list[tuple[str, Path]]:

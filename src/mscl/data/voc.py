@@ -5,7 +5,8 @@ Layout read under --root (the VOC2007 folder, with the test set unpacked into it
 images in `JPEGImages/`. The image file is the XML's `<filename>` under JPEGImages/ (`<id>.jpg`
 when the element is absent). Labels are the object names of an image; `difficult` objects are
 kept or ignored (--difficult), and an image left with no label is dropped and counted.
-Paper split: trainval -> train, test halved with the seed into val and test.
+Split, inferred from the paper's sizes (the paper does not describe it): trainval -> train,
+test halved with the seed into val and test.
 """
 
 from __future__ import annotations
