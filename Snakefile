@@ -24,6 +24,7 @@ include: "workflow/rules/common.smk"
 include: "workflow/rules/demo.smk"
 include: "workflow/rules/preprocess.smk"
 include: "workflow/rules/train.smk"
+include: "workflow/rules/reference.smk"
 include: "workflow/rules/tables.smk"
 include: "workflow/rules/report.smk"
 

@@ -164,8 +164,8 @@ def test_summary_mean_std_order_and_baseline_names(tmp_path):
     assert ref["n_seeds"] == 3 and ref["micro_f1_mean"] == pytest.approx(np.mean([0.60, 0.61, 0.62]))
     assert ref["micro_f1_std"] == pytest.approx(np.std([0.60, 0.61, 0.62], ddof=1))
     md = claim.render_summary(summary, ["micro_f1"], claim.settings_of(runs))[".md"]
-    assert "| yeast | Sim-Dissim | 3 | 61.0 ± 1.0 |" in md
-    assert "| yeast | ALL | 2 | 59.5 ± 0.7 |" in md
+    assert "| Yeast | Sim-Dissim | 3 | 61.0 ± 1.0 |" in md
+    assert "| Yeast | ALL | 2 | 59.5 ± 0.7 |" in md
     assert "No pretraining" in md and "Supervised BCE" in md
     assert METHOD_DISPLAY_NAMES["none"] == "No pretraining" and METHOD_DISPLAY_NAMES["bce"] == "Supervised BCE"
     assert {"none", "bce"} <= set(METHOD_COLOURS)
@@ -205,14 +205,14 @@ def test_cli_writes_every_artifact(tmp_path, capsys):
     assert summary.loc[(summary["dataset"] == "coco") & (summary["method"] == "simdissim"), "micro_f1_mean"].iloc[0] < 0.9  # val row left out
     for name in ("claim_summary.md", "claim_tests.md"):
         text = (out / name).read_text()
-        assert "MS-COCO" in text and "yeast" in text
+        assert "MS-COCO" in text and "Yeast" in text
     assert "one family per metric" in (out / "claim_tests.md").read_text()
     assert r"\toprule" in (out / "claim_tests.tex").read_text()
 
     outcome = (out / "claim_outcome.md").read_text()
     coco_all = tests[(tests["dataset"] == "coco") & (tests["method"] == "all") & (tests["metric"] == "micro_f1")].iloc[0]
     expected = f"Sim-Dissim vs ALL Micro-F1 {coco_all['mean_diff'] * 100:+.2f} points"
-    assert expected in outcome and "MS-COCO (6 seeds):" in outcome and "yeast (6 seeds):" in outcome
+    assert expected in outcome and "MS-COCO (6 seeds):" in outcome and "Yeast (6 seeds):" in outcome
     assert f"({coco_all['verdict']})" in outcome and "vs MulSupCon mAP" in outcome
     assert "claim-report: wrote" in capsys.readouterr().out
 
@@ -223,7 +223,7 @@ def test_outcome_follows_the_numbers(tmp_path):
     runs = claim.claim_runs(load_runs(path), metrics=["micro_f1"], source=path)
     tests = claim.tests_frame(runs, metrics=["micro_f1"])
     text = claim.outcome_text(tests, runs, "simdissim", ["micro_f1"], 0.05, "all_runs.csv")
-    assert "yeast (6 seeds): Sim-Dissim vs ALL Micro-F1 +9.95 points" in text
+    assert "Yeast (6 seeds): Sim-Dissim vs ALL Micro-F1 +9.95 points" in text
     assert "Holm p < 0.001 (better)" in text and "no ANY runs" in text and "no MulSupCon runs" in text
     assert "better 1, worse 0" in text
 

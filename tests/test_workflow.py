@@ -57,14 +57,16 @@ def job_counts(dry_run_output: str) -> dict[str, int]:
     return counts
 
 
-def expected_job_counts(runs: int, demo: bool) -> dict[str, int]:
-    """Jobs per rule of a full dry run: `runs` pretrain/probe pairs, plus the demo generators
-    and tiny models when the config runs on the embedded default."""
+def expected_job_counts(runs: int, demo: bool, datasets_with_runs: int) -> dict[str, int]:
+    """Jobs per rule of a full dry run: `runs` pretrain/probe pairs, one label-prior (chance)
+    job per dataset with runs, plus the demo generators and tiny models when the config runs on
+    the embedded default."""
     counts = {"make_demo": 6, "tiny_models": 1} if demo else {}
     counts.update(
         {
             "mimic_split_lists": 3, "prepare_coco": 1, "prepare_voc": 1, "prepare_nuswide": 1, "prepare_aapd": 1,
-            "prepare_mimic": 3, "pretrain": runs, "probe": runs, "statistics_table": 1, "collect_runs": 1,
+            "prepare_mimic": 3, "pretrain": runs, "probe": runs, "chance": datasets_with_runs,
+            "statistics_table": 1, "collect_runs": 1,
             "paper_table": 7, "cost_table": 1, "paper_figure": 8, "all": 1,
         }
     )
@@ -75,11 +77,12 @@ def expected_job_counts(runs: int, demo: bool) -> dict[str, int]:
 def test_dry_run_of_the_default_config_lists_every_rule(tmp_path):
     result = snakemake(tmp_path, "-n")
     counts = job_counts(result.stdout + result.stderr)
-    # Grid of config.yaml: image 3 datasets x 7 losses + coco sim/dissim + coco batch sizes
-    # 32/128/256 x 4 losses + aapd 2 encoders x 4 losses + aapd sim/dissim + MIMIC 6 settings
-    # x PLM-ICD x 4 losses + MIMIC-III-Full x 2 more encoders x 4 losses.
-    runs = 21 + 2 + 12 + 8 + 2 + 24 + 8
-    assert counts == expected_job_counts(runs, demo=True)
+    # Grid of config.yaml: image 3 datasets x (7 losses + none) + coco sim/dissim + coco batch
+    # sizes 32/128/256 x 4 losses + aapd 2 encoders x (4 losses + none) + aapd sim/dissim + MIMIC
+    # 6 settings x PLM-ICD x 4 losses + MIMIC-III-Full x 2 more encoders x 4 losses; every one
+    # of the 10 datasets has runs, so it gets one chance job.
+    runs = 24 + 2 + 12 + 10 + 2 + 24 + 8
+    assert counts == expected_job_counts(runs, demo=True, datasets_with_runs=len(DATASETS))
 
 
 def test_lint_passes(tmp_path):
@@ -161,7 +164,7 @@ def test_paper_dry_run_from_the_repository_root_is_exactly_the_paper_grid():
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-4000:]
     runs = 21 + 2 + 12 + 8 + 2 + 72  # paper grid: every text encoder on every MIMIC setting
-    assert job_counts(output) == expected_job_counts(runs, demo=False)
+    assert job_counts(output) == expected_job_counts(runs, demo=False, datasets_with_runs=len(DATASETS))
     assert "tiny" not in output and "make_demo" not in output
     # The placeholder roots are reported, naming the config key, while the dry run goes on.
     assert "sources.coco.root: '/path/to/coco2014' does not exist" in output

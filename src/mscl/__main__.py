@@ -27,6 +27,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "cache-prefix": ("mscl.train.prefix", "run an hf encoder's frozen embeddings + lower layers once per split and cache them (trainable_layers)"),
     "pretrain": ("mscl.train.pretrain", "contrastive pretraining of encoder + projection head"),
     "probe": ("mscl.train.probe", "linear probe on the frozen encoder; test scores and metrics"),
+    "chance": ("mscl.report.chance", "label-prior reference run: train label frequencies as test scores, probe-format outputs"),
     "collect": ("mscl.report.collect", "gather every run's metrics into one tidy CSV"),
     "table": ("mscl.report.tables", "one paper table (tex/csv/md) from the tidy results"),
     "figure": ("mscl.report.figures", "one paper figure (pdf/png) from the tidy results"),

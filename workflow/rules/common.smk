@@ -278,6 +278,23 @@ def run_outputs(stage_file):
     ]
 
 
+# The label prior ("chance", rule `chance`, mscl.report.chance) of a dataset, written where a
+# probe writes its outputs so that `collect` reads it as a run (encoder "chance", loss "chance",
+# bs0, seed0). "{loss}" only takes KNOWN_METHODS and "{encoder}" the configured encoders, so the
+# probe rule never claims these paths.
+CHANCE_DIR = f"{RESULTS}/runs/{{dataset}}/chance/chance/bs0/seed0/probe"
+# Its `collect --roles` entry (mscl.report.style: CHANCE=REFERENCE_ROLE).
+CHANCE_ROLE = "chance=reference"
+
+
+def chance_outputs(name):
+    """File `name` of the label prior of every dataset with runs, for the paper's tables and
+    figures; none for the claim check (report.artifacts = claim), which compares trained methods."""
+    if config["report"]["artifacts"] == "claim":
+        return []
+    return [os.path.join(CHANCE_DIR.format(dataset=dataset), name) for dataset in sorted({run[0] for run in RUNS})]
+
+
 def run_benchmarks(rule_name):
     return [f"{BENCHMARKS}/{rule_name}/{d}/{e}/{l}/bs{b}/seed{s}.tsv" for d, e, l, b, s in RUNS]
 

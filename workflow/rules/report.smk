@@ -11,7 +11,8 @@ localrules:
 
 rule collect_runs:
     input:
-        metrics=run_outputs("probe/metrics.json"),
+        metrics=run_outputs("probe/metrics.json") + chance_outputs("metrics.json"),
+        chance_scores=chance_outputs("test_scores.parquet"),  # read beside metrics.json
         stats=expand(f"{PROCESSED}/{{dataset}}/stats.json", dataset=sorted({run[0] for run in RUNS})),
     output:
         f"{RESULTS}/metrics/all_runs.csv",
@@ -20,7 +21,9 @@ rule collect_runs:
     log:
         f"{LOGS}/report/collect.log",
     params:
-        roles="--roles " + " ".join(f"{name}={encoder['role']}" for name, encoder in config["encoders"].items()),
+        roles="--roles "
+        + " ".join(f"{name}={encoder['role']}" for name, encoder in config["encoders"].items())
+        + (f" {CHANCE_ROLE}" if chance_outputs("metrics.json") else ""),
         counts=lambda wildcards, input: "--train-counts "
         + " ".join(f"{os.path.basename(os.path.dirname(path))}={path}" for path in input.stats),
     shell:

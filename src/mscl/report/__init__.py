@@ -2,6 +2,7 @@
 
 Stages, each a `python -m mscl <command>` CLI the Snakemake aggregation rules call:
 
+* `chance` (`mscl.report.chance`): the label-prior reference run of a dataset, in the probe's format;
 * `collect` (`mscl.report.collect`): every probe's metrics.json (+ test scores) -> one tidy CSV;
 * `table` (`mscl.report.tables`): one paper table as LaTeX, CSV and Markdown;
 * `figure` (`mscl.report.figures`): one paper figure as PDF and PNG.

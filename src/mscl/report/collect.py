@@ -12,6 +12,11 @@ the probe writes as null, kept and written as an empty field). For every dataset
 (`mscl.metrics.bucket_macro_f1`, head share 0.6 of the training label instances) and the bucket
 sizes `bucket_head_labels` / `bucket_tail_labels`, computed from the probe's saved test scores
 (test_scores.parquet beside metrics.json).
+
+The label-prior reference (`python -m mscl chance`) is a run like the others at
+`{dataset}/chance/chance/bs0/seed0/probe/metrics.json`; it has no encoder, so it takes the role
+`reference` (`--roles chance=reference`), which only it may take. It has no batch size either:
+`select_batch_size` keeps it at every batch size.
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ import pyarrow.parquet as pq
 from mscl.errors import InputError
 from mscl.io import atomic_path
 from mscl.metrics import bucket_macro_f1
-from mscl.report.style import ENCODER_ROLES
+from mscl.report.style import CHANCE, ENCODER_ROLES, REFERENCE_ROLE, REPORT_ROLES
 
 RUN_COLUMNS = ("dataset", "encoder", "encoder_role", "loss", "batch_size", "seed", "split", "metric", "value")
 # metrics.json section -> split name in the tidy CSV.
@@ -169,7 +174,7 @@ def run_rows(
         raise InputError(
             metrics_path,
             f"encoder {axes['encoder']!r} has no paper role",
-            f"add --roles {axes['encoder']}=ROLE with ROLE one of {list(ENCODER_ROLES)}",
+            f"add --roles {axes['encoder']}=ROLE with ROLE one of {list(REPORT_ROLES)}",
             field="--roles",
         )
     document = read_metrics_json(metrics_path)
@@ -243,9 +248,12 @@ def default_batch_sizes(runs: pd.DataFrame) -> dict[tuple[str, str], int]:
 
 
 def select_batch_size(runs: pd.DataFrame, batch_size: int | None = None) -> pd.DataFrame:
-    """Runs at `batch_size`, or at each (dataset, encoder_role)'s default batch size if None."""
+    """Runs at `batch_size`, or at each (dataset, encoder_role)'s default batch size if None.
+
+    The reference role (the label prior, which has no batch size) is kept either way.
+    """
     if batch_size is not None:
-        return runs[runs["batch_size"] == batch_size]
+        return runs[(runs["batch_size"] == batch_size) | (runs["encoder_role"] == REFERENCE_ROLE)]
     if runs.empty:
         return runs
     chosen = default_batch_sizes(runs)
@@ -315,11 +323,19 @@ def parse_pairs(values: Sequence[str], flag: str, example: str) -> dict[str, str
 
 
 def parse_roles(values: Sequence[str]) -> dict[str, str]:
-    """--roles ENCODER=ROLE arguments -> dict, ROLE checked against the paper's columns."""
+    """--roles ENCODER=ROLE arguments -> dict, ROLE checked against the paper's columns; the
+    role `reference` belongs to the label prior alone (chance=reference)."""
     roles = parse_pairs(values, "--roles", "resnet50=resnet")
     for encoder, role in roles.items():
-        if role not in ENCODER_ROLES:
-            raise InputError(None, f"role {role!r} of encoder {encoder!r} is unknown", f"use one of {list(ENCODER_ROLES)}", field="--roles")
+        if role not in REPORT_ROLES:
+            raise InputError(None, f"role {role!r} of encoder {encoder!r} is unknown", f"use one of {list(REPORT_ROLES)}", field="--roles")
+        if (encoder == CHANCE) != (role == REFERENCE_ROLE):
+            raise InputError(
+                None,
+                f"--roles {encoder}={role}: the role {REFERENCE_ROLE!r} is reserved for the label prior, as {CHANCE}={REFERENCE_ROLE}",
+                f"map {CHANCE} to {REFERENCE_ROLE} and every encoder to one of {list(ENCODER_ROLES)}",
+                field="--roles",
+            )
     return roles
 
 
@@ -327,7 +343,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """CLI entry point (see the module docstring)."""
     parser = argparse.ArgumentParser(prog="python -m mscl collect", description="gather every run's metrics into one tidy CSV")
     parser.add_argument("--metrics", nargs="+", required=True, metavar="FILE", help=".../{dataset}/{encoder}/{loss}/bs{B}/seed{S}/probe/metrics.json")
-    parser.add_argument("--roles", nargs="+", required=True, metavar="ENCODER=ROLE", help=f"paper column of each encoder: {', '.join(ENCODER_ROLES)}")
+    parser.add_argument("--roles", nargs="+", required=True, metavar="ENCODER=ROLE", help=f"paper column of each encoder: {', '.join(REPORT_ROLES)} (chance=reference)")
     parser.add_argument("--train-counts", nargs="*", default=[], metavar="DATASET=STATS_JSON", help="stats.json of datasets that get head/tail bucket metrics")
     parser.add_argument("--out", required=True, type=Path, help="tidy CSV to write, e.g. results/metrics/all_runs.csv")
     args = parser.parse_args(argv)

@@ -9,6 +9,11 @@ Every figure function takes the tidy runs (see `mscl.report.collect`) and return
 item with a `status` column: `ok`, or `missing` where the run has no result. Missing parts
 are drawn as a visible "missing" mark and listed in a footnote; the figure always renders.
 Several seeds: the mean is plotted with the sample std as an error bar.
+
+References: only the label prior (`python -m mscl chance`) is drawn, as a dashed "chance" line
+in the batch-size figure (one per metric panel) and the frequency-bucket figure (one per bucket),
+when the results have it; its rows are then in `data` too (method "chance"). The other figures
+compare named losses and ignore every reference.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from mscl.errors import InputError
 from mscl.io import atomic_path
 from mscl.report.collect import CellKey, CellStat, add_results_arguments, cell_index, load_runs, summarise_seeds
 from mscl.report.style import (
+    CHANCE,
     COLUMN_WIDTH_IN,
     CORE_METHODS,
     ENCODER_MARKERS,
@@ -41,6 +47,7 @@ from mscl.report.style import (
     MIMIC_ROLES,
     MISSING_COLOUR,
     PNG_DPI,
+    REFERENCE_ROLE,
     apply_style,
     dataset_name,
     encoder_name,
@@ -167,6 +174,11 @@ def zoom_x_to_values(ax: plt.Axes, values: pd.Series) -> None:
 
 def method_legend_handles(methods: Sequence[str]) -> list[Patch]:
     return [Patch(facecolor=method_colour(m), label=method_name(m)) for m in methods]
+
+
+def chance_handle() -> Line2D:
+    """The legend entry of the dashed label-prior line."""
+    return Line2D([], [], color=method_colour(CHANCE), linestyle="--", linewidth=0.8, label=method_name(CHANCE))
 
 
 def method_cells(index: dict[CellKey, CellStat], dataset: str, role: str, methods: Sequence[str], metrics: Sequence[str]) -> pd.DataFrame:
@@ -389,11 +401,19 @@ def frequency_buckets_figure(runs: pd.DataFrame, batch_size: int | None = None, 
             classes = index.get(("coco", "resnet", method, f"bucket_{bucket}_labels"))
             stat = index.get(("coco", "resnet", method, f"bucket_{bucket}_macro_f1"))
             rows.append({"method": method, "bucket": bucket, "classes": int(classes.mean) if classes else 0, **stat_row(stat)})
+    chance = {bucket: index.get(("coco", REFERENCE_ROLE, CHANCE, f"bucket_{bucket}_macro_f1")) for bucket in ("head", "tail")}
+    chance = {bucket: stat for bucket, stat in chance.items() if stat is not None and math.isfinite(stat.mean)}
+    for bucket, stat in chance.items():
+        classes = index.get(("coco", REFERENCE_ROLE, CHANCE, f"bucket_{bucket}_labels"))
+        rows.append({"method": CHANCE, "bucket": bucket, "classes": int(classes.mean) if classes else 0, **stat_row(stat)})
     data = pd.DataFrame(rows)
     sizes = {b: int(data.loc[data["bucket"] == b, "classes"].max()) for b in ("head", "tail")}
     figure, axes = new_figure(COLUMN_WIDTH_IN, 2.7)
     ax = axes[0, 0]
     grouped_bars(ax, data, "bucket", ("head", "tail"), "method", CORE_METHODS, method_colour)
+    for i, bucket in enumerate(("head", "tail")):
+        if bucket in chance:
+            ax.hlines(chance[bucket].mean * 100, i - 0.45, i + 0.45, colors=method_colour(CHANCE), linestyles="--", linewidth=0.8)
     ax.set_xticklabels([f"{b.capitalize()} ({sizes[b]} classes)" if sizes[b] else f"{b.capitalize()} (size unknown)" for b in ("head", "tail")])
     ax.set_ylabel("Macro-F1 (%)")
     if sizes["head"]:
@@ -401,7 +421,8 @@ def frequency_buckets_figure(runs: pd.DataFrame, batch_size: int | None = None, 
     else:
         ax.set_title("MS-COCO frequency buckets\n(bucket sizes unknown)")
     zoom_to_values(ax, data["mean"])
-    figure.legend(handles=method_legend_handles(CORE_METHODS), loc="outside lower center", ncols=len(CORE_METHODS))
+    handles = method_legend_handles(CORE_METHODS) + ([chance_handle()] if chance else [])
+    figure.legend(handles=handles, loc="outside lower center", ncols=len(handles) if len(handles) <= 4 else 3)  # 5 do not fit one column-wide row
     add_footnote(figure, [f"{method_name(r.method)} {r.bucket}" for r in data.itertuples() if r.status != "ok"])
     return figure, data
 
@@ -423,6 +444,10 @@ def batch_size_figure(runs: pd.DataFrame, batch_size: int | None = None, split: 
                 match = summary[(summary["batch_size"] == size) & (summary["loss"] == method) & (summary["metric"] == metric)]
                 stat = CellStat(float(match.iloc[0]["mean"]), float(match.iloc[0]["std"]), int(match.iloc[0]["seeds"])) if len(match) else None
                 rows.append({"batch_size": size, "method": method, "metric": metric, **stat_row(stat)})
+    # The label prior has no batch size (bs0): one dashed line per metric, at every batch size.
+    reference = summarise_seeds(runs[(runs["split"] == split) & (runs["dataset"] == "coco") & (runs["encoder_role"] == REFERENCE_ROLE) & (runs["loss"] == CHANCE)])
+    chance = {row.metric: CellStat(float(row.mean), float(row.std), int(row.seeds)) for row in reference.itertuples(index=False) if row.metric in IMAGE_METRICS and math.isfinite(row.mean)}
+    rows += [{"batch_size": 0, "method": CHANCE, "metric": metric, **stat_row(stat)} for metric, stat in chance.items()]
     data = pd.DataFrame(rows)
     figure, axes = new_figure(FULL_WIDTH_IN, 2.5, ncols=len(IMAGE_METRICS))
     for ax, metric in zip(axes[0], IMAGE_METRICS):
@@ -430,6 +455,8 @@ def batch_size_figure(runs: pd.DataFrame, batch_size: int | None = None, split: 
             line = data[(data["metric"] == metric) & (data["method"] == method) & (data["status"] == "ok")]
             errors = [error_of(row) for _, row in line.iterrows()]
             ax.errorbar(line["batch_size"], line["mean"], yerr=errors, marker="o", markersize=3, linewidth=1.2, capsize=1.5, color=method_colour(method))
+        if metric in chance:
+            ax.axhline(chance[metric].mean * 100, color=method_colour(CHANCE), linestyle="--", linewidth=0.8)
         ax.set_xscale("log", base=2)
         ax.set_xlim(sizes[0] / 1.4, sizes[-1] * 1.4)  # half a doubling of room on each side
         ax.set_xticks(sizes, [str(s) for s in sizes])
@@ -437,10 +464,11 @@ def batch_size_figure(runs: pd.DataFrame, batch_size: int | None = None, split: 
         ax.set_xlabel("Batch size")
         ax.set_ylabel(f"{metric_name(metric)} (%)")
         ax.set_title(f"MS-COCO {metric_name(metric)} ({split})")
-        if data.loc[data["metric"] == metric, "status"].eq("missing").all():
+        if data.loc[(data["metric"] == metric) & (data["method"] != CHANCE), "status"].eq("missing").all():
             ax.set_ylim(0, 100)
             ax.text(0.5, 0.5, "missing", transform=ax.transAxes, ha="center", color=MISSING_TEXT_COLOUR)
-    figure.legend(handles=method_legend_handles(CORE_METHODS), loc="outside lower center", ncols=len(CORE_METHODS))
+    handles = method_legend_handles(CORE_METHODS) + ([chance_handle()] if chance else [])
+    figure.legend(handles=handles, loc="outside lower center", ncols=len(handles))
     add_footnote(figure, [f"{method_name(r.method)} bs{r.batch_size} {metric_name(r.metric)}" for r in data.itertuples() if r.status != "ok"])
     return figure, data
 

@@ -19,6 +19,16 @@ CORE_METHODS = ("all", "any", "mulsupcon", "simdissim")
 BASELINE_METHODS = ("none", "bce")
 # Every method in report order: the paper's methods, then the baselines (claim-check tables).
 ALL_METHOD_ORDER = (*METHOD_ORDER, *BASELINE_METHODS)
+# The label-prior predictor (`python -m mscl chance`): its method key and encoder name. It has no
+# encoder, so `collect` files it under its own role, REFERENCE_ROLE, and the tables look it up
+# there whatever the column's encoder; it has no batch size either (bs0), so every batch-size
+# selection keeps it.
+CHANCE = "chance"
+REFERENCE_ROLE = "reference"
+# The reference rows the results tables show below the losses, when the results have them: the
+# floor (label prior), the encoder before pretraining, and supervised training. Never bold and
+# never part of a "best" or improvement computation.
+REFERENCE_METHODS = (CHANCE, *BASELINE_METHODS)
 METHOD_DISPLAY_NAMES = {
     "all": "ALL",
     "any": "ANY",
@@ -31,6 +41,7 @@ METHOD_DISPLAY_NAMES = {
     "dissim": "Dissim only",
     "none": "No pretraining",
     "bce": "Supervised BCE",
+    "chance": "Chance (label prior)",
 }
 METHOD_COLOURS = {
     "all": "#0072B2",
@@ -44,11 +55,14 @@ METHOD_COLOURS = {
     "dissim": "#3F3F3F",
     "none": "#A0A0A0",  # light grey: the untrained encoder
     "bce": "#882255",  # Paul Tol's wine (colour-blind safe)
+    "chance": "#000000",  # drawn as a dashed black line
 }
 
 # Paper columns an encoder is reported under (`collect --roles ENCODER=ROLE`).
 # `mlp` is the claim check's tabular encoder (docs/claim-check.md), not a paper column.
 ENCODER_ROLES = ("resnet", "roberta", "llama", "plm_icd", "mlp")
+# Every role `collect --roles` accepts: the encoders' roles and the label prior's (chance=reference).
+REPORT_ROLES = (*ENCODER_ROLES, REFERENCE_ROLE)
 ENCODER_DISPLAY_NAMES = {"resnet": "ResNet-50", "roberta": "RoBERTa", "llama": "Llama", "plm_icd": "PLM-ICD", "mlp": "MLP"}
 ENCODER_MARKERS = {"resnet": "D", "roberta": "o", "llama": "s", "plm_icd": "^", "mlp": "v"}
 

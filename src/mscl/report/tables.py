@@ -10,6 +10,13 @@ one, as the paper). Several seeds show as "mean ± std" (sample std, one decimal
 decided on the displayed mean (ties all bold). A cell without a result is never dropped: it
 reads `--` in LaTeX (with a note under the table) and `missing` in CSV and Markdown.
 Without --batch-size each (dataset, encoder) uses the batch size most of its runs share.
+
+Reference rows: the tables that list methods (image, aapd, mimic_full, mimic_50, ablation) show,
+below a rule under the loss rows, Chance (label prior, `python -m mscl chance`), No pretraining
+(method `none`) and Supervised BCE (method `bce`) when the results hold them (a reference with
+no result at all is left out, not shown as missing). Reference cells are never bold and never
+count in the best of a column. Chance has no encoder: it is looked up under the role
+`reference` whatever the column's encoder; the MIMIC tables show it once, in a last block.
 """
 
 from __future__ import annotations
@@ -29,6 +36,8 @@ from mscl.report import paper
 from mscl.report.collect import CellKey, CellStat, add_results_arguments, cell_index, load_runs
 from mscl.report.cost import cost_frame
 from mscl.report.style import (
+    BASELINE_METHODS,
+    CHANCE,
     CORE_METHODS,
     F1_METRICS,
     IMAGE_DATASETS,
@@ -36,6 +45,8 @@ from mscl.report.style import (
     METHOD_ORDER,
     MIMIC_FAMILIES,
     MIMIC_ROLES,
+    REFERENCE_METHODS,
+    REFERENCE_ROLE,
     dataset_name,
     encoder_name,
     method_name,
@@ -101,6 +112,13 @@ class BlockTitle:
 @dataclass(frozen=True)
 class Rule:
     """A \\midrule between row groups."""
+
+
+@dataclass(frozen=True)
+class ReferenceRule(Rule):
+    """The rule above a block's reference rows: \\midrule in LaTeX, a labelled row in Markdown."""
+
+    text: str = "*reference rows (not ranked)*"
 
 
 Row = list  # of Label | ValueCell, one per column
@@ -217,6 +235,8 @@ def to_markdown(table: Table) -> str:
     for item in table.body:
         if isinstance(item, BlockTitle):
             lines.append("| " + " | ".join([f"**{item.title}**"] + [""] * (len(titles) - 1)) + " |")
+        elif isinstance(item, ReferenceRule):
+            lines.append("| " + " | ".join([item.text] + [""] * (len(titles) - 1)) + " |")
         elif not isinstance(item, Rule):
             lines.append("| " + " | ".join(format_cell(cell, "md") for cell in item) + " |")
     if table.notes:
@@ -287,11 +307,30 @@ class ValueColumn:
 
 @dataclass(frozen=True)
 class Block:
-    """Rows of one encoder block: title (None: no title row), the block's encoder role, methods."""
+    """Rows of one encoder block: title (None: no title row), the block's encoder role, methods
+    (loss rows, bold best per column) and references (rows shown under a rule when present)."""
 
     title: str | None
     encoder_role: str | None
     methods: tuple[str, ...]
+    references: tuple[str, ...] = ()
+
+
+# What each reference row is, for the note under a table that shows it.
+REFERENCE_NOTES = {
+    CHANCE: "Chance (label prior) = each label's train frequency as every sample's score (macro-AUC 0.5; F1 at the probe's 0.5 threshold)",
+    "none": "No pretraining = the same probe on the encoder before pretraining",
+    "bce": "Supervised BCE = the encoder trained end to end with BCE, then the same probe",
+}
+
+
+def reference_notes(methods: Sequence[str]) -> tuple[list[str], list[str]]:
+    """(LaTeX notes, Markdown notes) about the reference rows a table shows (none: no notes)."""
+    if not methods:
+        return [], []
+    shown = [m for m in REFERENCE_METHODS if m in methods]
+    markdown = "reference rows (under the losses, never bold): " + "; ".join(REFERENCE_NOTES[m] for m in shown)
+    return ["rows under the losses: references, never bold"], [markdown]
 
 
 def grid_table(
@@ -303,29 +342,49 @@ def grid_table(
     blocks: Sequence[Block],
     bold_scope: str,
 ) -> Table:
-    """A methods x columns table; bold best per column within each block."""
+    """A methods x columns table; bold best per column within each block, among its loss rows.
+
+    A block's reference rows follow its loss rows under a rule, each only when at least one
+    of its cells has a result; a block left with no row at all is not shown.
+    """
+
+    def row_cells(block: Block, method: str) -> list[ValueCell]:
+        cells = []
+        for spec in value_columns:
+            # The label prior has no encoder: one value per dataset, under the reference role.
+            role = REFERENCE_ROLE if method == CHANCE else spec.encoder_role or block.encoder_role or ""
+            column_title = " ".join(level.text for level in spec.column.levels if level)
+            record = {"block": block.title or "", "row": method_name(method), "column": column_title, "dataset": spec.dataset, "encoder_role": role, "method": method, "metric": spec.metric, "source": "run"}
+            cells.append(stat_cell(index.get((spec.dataset, role, method, spec.metric)), **record))
+        return cells
+
     body: list[BodyItem] = []
     all_cells: list[ValueCell] = []
-    for number, block in enumerate(blocks):
-        if number:
+    shown_references: list[str] = []
+    for block in blocks:
+        rows = [row_cells(block, method) for method in block.methods]
+        for column_cells in zip(*rows):
+            mark_best(column_cells)
+        references = [(method, row_cells(block, method)) for method in block.references]
+        references = [(method, cells) for method, cells in references if any(c.status == "ok" for c in cells)]
+        if not rows and not references:
+            continue
+        if body:
             body.append(Rule())
         if block.title:
             body.append(BlockTitle(block.title))
-        rows = []
-        for method in block.methods:
-            cells = []
-            for spec in value_columns:
-                role = spec.encoder_role or block.encoder_role or ""
-                column_title = " ".join(level.text for level in spec.column.levels if level)
-                record = {"block": block.title or "", "row": method_name(method), "column": column_title, "dataset": spec.dataset, "encoder_role": role, "method": method, "metric": spec.metric, "source": "run"}
-                cells.append(stat_cell(index.get((spec.dataset, role, method, spec.metric)), **record))
-            rows.append(cells)
-            body.append([*lead_cells(method), *cells])
-        for column_cells in zip(*rows):
-            mark_best(column_cells)
-        all_cells += [cell for row in rows for cell in row]
+        body += [[*lead_cells(method), *cells] for method, cells in zip(block.methods, rows)]
+        if references and rows:
+            body.append(ReferenceRule())
+        body += [[*lead_cells(method), *cells] for method, cells in references]
+        all_cells += [cell for row in rows for cell in row] + [cell for _, cells in references for cell in cells]
+        shown_references += [method for method, _ in references]
     latex_notes, notes = grid_notes(all_cells, bold_scope)
-    return Table(name, [*lead, *(spec.column for spec in value_columns)], body, records_frame(name, all_cells), notes, latex_notes)
+    latex_references, markdown_references = reference_notes(shown_references)
+    return Table(
+        name, [*lead, *(spec.column for spec in value_columns)], body, records_frame(name, all_cells),
+        notes + markdown_references, latex_notes + latex_references,
+    )  # fmt: skip
 
 
 def bold_label(text: str) -> Label:
@@ -347,7 +406,7 @@ def image_table(index: dict[CellKey, CellStat]) -> Table:
         for m in IMAGE_METRICS
     ]
     methods = tuple(m for m in METHOD_ORDER if m not in ("sim", "dissim"))
-    return grid_table("image", index, [METHOD_COLUMN], method_label, columns, [Block(None, None, methods)], "per column")
+    return grid_table("image", index, [METHOD_COLUMN], method_label, columns, [Block(None, None, methods, REFERENCE_METHODS)], "per column")
 
 
 def aapd_table(index: dict[CellKey, CellStat]) -> Table:
@@ -357,7 +416,7 @@ def aapd_table(index: dict[CellKey, CellStat]) -> Table:
         for r in ("roberta", "llama")
         for m in F1_METRICS
     ]
-    return grid_table("aapd", index, [METHOD_COLUMN], method_label, columns, [Block(None, None, CORE_METHODS)], "per column")
+    return grid_table("aapd", index, [METHOD_COLUMN], method_label, columns, [Block(None, None, CORE_METHODS, REFERENCE_METHODS)], "per column")
 
 
 def mimic_columns(label_space: str) -> list[ValueColumn]:
@@ -383,8 +442,10 @@ def mimic_method_label(method: str) -> list[Label]:
 
 
 def mimic_table(index: dict[CellKey, CellStat], label_space: str) -> Table:
-    """Tables 'results-mimic-full' / 'results-mimic-50': an encoder block each for RoBERTa, Llama, PLM-ICD."""
-    blocks = [Block(encoder_name(role), role, CORE_METHODS) for role in MIMIC_ROLES]
+    """Tables 'results-mimic-full' / 'results-mimic-50': an encoder block each for RoBERTa, Llama, PLM-ICD
+    (with its No pretraining / Supervised BCE rows when run), then the label prior's block."""
+    blocks = [Block(encoder_name(role), role, CORE_METHODS, BASELINE_METHODS) for role in MIMIC_ROLES]
+    blocks.append(Block("Label prior (no encoder)", REFERENCE_ROLE, (), (CHANCE,)))
     return grid_table(
         f"mimic_{label_space}", index, [METHOD_COLUMN], mimic_method_label, mimic_columns(label_space), blocks, "per column within each encoder"
     )
@@ -404,8 +465,12 @@ def ablation_table(index: dict[CellKey, CellStat]) -> Table:
     def mark(flag: bool) -> Label:
         return Label("✓", r"$\checkmark$") if flag else Label("✗", r"$\times$")
 
+    def lead_cells(method: str) -> list[Label]:
+        # A reference row has no factors: its name takes the first factor column.
+        return [mark(f) for f in marks[method]] if method in marks else [Label(method_name(method)), Label("")]
+
     methods = tuple(loss for loss, _, _ in ABLATION_ROWS)
-    return grid_table("ablation", index, lead, lambda m: [mark(f) for f in marks[m]], columns, [Block(None, None, methods)], "per column")
+    return grid_table("ablation", index, lead, lead_cells, columns, [Block(None, None, methods, REFERENCE_METHODS)], "per column")
 
 
 # ----------------------------------------------------------------------- SOTA table

@@ -1,0 +1,23 @@
+# Reference runs without an encoder: the label prior ("chance", mscl.report.chance) of every
+# dataset the grid runs, in a probe's output layout (CHANCE_DIR, common.smk) so that `collect`
+# reads it as a run with the role `reference`. The other references, `none` (no pretraining)
+# and `bce`, are methods of the grid and run through pretrain + probe.
+
+
+rule chance:
+    input:
+        data=lambda wildcards: manifest(wildcards.dataset),
+    output:
+        metrics=f"{CHANCE_DIR}/metrics.json",
+        scores=f"{CHANCE_DIR}/test_scores.parquet",
+    conda:
+        CONDA_ENV
+    log:
+        f"{LOGS}/chance/{{dataset}}.log",
+    benchmark:
+        f"{BENCHMARKS}/chance/{{dataset}}.tsv"
+    params:
+        data=folder_of("input.data"),
+        out=folder_of("output.metrics"),
+    shell:
+        "python -m mscl chance --data {params.data} --out {params.out} > {log} 2>&1"
