@@ -20,7 +20,8 @@ from mscl.data.manifest import write_dataset
 from mscl.errors import InputError
 from mscl.models import build_encoder
 from mscl.train.data import load_split, multi_hot
-from mscl.train.prefix import PrefixDataset, collate_prefix, load_prefix_cache, make_prefix_loader
+from mscl.train.data import make_loader
+from mscl.train.prefix import PrefixDataset, collate_prefix, load_prefix_cache
 
 SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 WORDS = "the a of and to in is was with patient fever cough rash pain fracture asthma anemia chest leg daily".split()
@@ -269,7 +270,7 @@ def test_training_batches_from_the_cache_match_the_full_model(cache_file: Path, 
     dataset = PrefixDataset(splits["train"], cached["train"])
     item = dataset[3]
     assert item["hidden"].dtype == torch.float32 and item["attention_mask"].sum() == len(item["hidden"])
-    loader = make_prefix_loader(dataset, 5, shuffle=False, drop_last=False, generator=None, num_workers=0, device=torch.device("cpu"))
+    loader = make_loader(dataset, 5, shuffle=False, drop_last=False, generator=None, num_workers=0, device=torch.device("cpu"), collate_fn=collate_prefix)
     batches = list(loader)
     assert [len(batch["hidden"]) for batch in batches] == [5, 5, 2]
     for start, batch in zip(range(0, 12, 5), batches):

@@ -256,12 +256,15 @@ def make_loader(
     generator: torch.Generator | None,
     num_workers: int,
     device: torch.device,
+    collate_fn: Callable[..., dict[str, Any]] = collate,
 ) -> DataLoader:
-    """A DataLoader whose order and worker seeds come from `generator` (reproducible)."""
+    """A DataLoader whose order and worker seeds come from `generator` (reproducible); batches
+    from `collate_fn(samples, num_labels)` (`collate`, or `mscl.train.prefix.collate_prefix`
+    for cached prefix states)."""
     return DataLoader(
         dataset,
         batch_size=batch_size,
-        collate_fn=functools.partial(collate, num_labels=dataset.split.num_labels),
+        collate_fn=functools.partial(collate_fn, num_labels=dataset.split.num_labels),
         shuffle=shuffle,
         drop_last=drop_last,
         generator=generator,

@@ -45,8 +45,7 @@ API for training code (pretrain / probe wiring `--prefix-cache FILE`):
         Right-pads to the longest sample in the batch, then drops every column no row attends
         to (so items padded to a fixed length are trimmed too); labels via
         `mscl.losses.csr_labels`, as `mscl.train.data.collate`.
-    make_prefix_loader(dataset, batch_size, *, shuffle, drop_last, generator, num_workers,
-                       device) -> DataLoader        # make_loader's signature, collate_prefix
+    mscl.train.data.make_loader(dataset, ..., collate_fn=collate_prefix) -> DataLoader
 
 A batch (moved to the device) goes straight into the encoder: `encoder({"hidden": ...,
 "attention_mask": ...})` -> h [B, H] runs the top k layers and the pooling; in train mode
@@ -57,7 +56,6 @@ spec (`encoder.prefix_cached` is True); `encoder(tokens)` still works and gives 
 from __future__ import annotations
 
 import argparse
-import functools
 import hashlib
 import sys
 import time
@@ -66,7 +64,7 @@ from typing import Any, Mapping, Sequence
 
 import torch
 from torch import Tensor
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import Dataset
 from tqdm import tqdm
 
 from mscl.data.manifest import SPLITS, read_labels
@@ -248,30 +246,6 @@ def collate_prefix(samples: list[dict[str, Any]], num_labels: int) -> dict[str, 
         hidden, mask = hidden[:, used], mask[:, used]
     labels = csr_labels([sample["label_ids"] for sample in samples], num_labels)
     return {"hidden": hidden, "attention_mask": mask, "labels": labels}
-
-
-def make_prefix_loader(
-    dataset: PrefixDataset,
-    batch_size: int,
-    *,
-    shuffle: bool,
-    drop_last: bool,
-    generator: torch.Generator | None,
-    num_workers: int,
-    device: torch.device,
-) -> DataLoader:
-    """`mscl.train.data.make_loader` for a PrefixDataset: same order from `generator`, batches
-    from `collate_prefix` (items hold no randomness, so workers need no seeding)."""
-    return DataLoader(
-        dataset,
-        batch_size=batch_size,
-        collate_fn=functools.partial(collate_prefix, num_labels=dataset.split.num_labels),
-        shuffle=shuffle,
-        drop_last=drop_last,
-        generator=generator,
-        num_workers=num_workers,
-        pin_memory=device.type == "cuda",
-    )
 
 
 # ------------------------------------------------------------------------------- CLI

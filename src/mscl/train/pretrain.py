@@ -269,10 +269,10 @@ def training_loader(
     cfg = spec.pretrain
     options = dict(shuffle=True, drop_last=True, generator=generator, num_workers=cfg.num_workers, device=device)
     if prefix_cache is not None:
-        from mscl.train.prefix import PrefixDataset, load_prefix_cache, make_prefix_loader
+        from mscl.train.prefix import PrefixDataset, collate_prefix, load_prefix_cache
 
         cached = load_prefix_cache(prefix_cache, spec.encoder, {"train": train})["train"]
-        return make_prefix_loader(PrefixDataset(train, cached), spec.batch_size, **options)
+        return make_loader(PrefixDataset(train, cached), spec.batch_size, collate_fn=collate_prefix, **options)
     dataset = pretrain_dataset(train, spec.modality, cfg.image_size, cfg.crop_scale_min, cfg.feature_mask_rate)
     return make_loader(dataset, spec.batch_size, **options)
 

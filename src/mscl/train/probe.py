@@ -108,9 +108,9 @@ def extract_features(
     # The pretraining batch fits on the device with gradients for two views, so it fits here.
     options = dict(shuffle=False, drop_last=False, generator=None, num_workers=spec.pretrain.num_workers, device=device)
     if cached is not None:
-        from mscl.train.prefix import PrefixDataset, make_prefix_loader
+        from mscl.train.prefix import PrefixDataset, collate_prefix
 
-        loader = make_prefix_loader(PrefixDataset(split, cached), spec.batch_size, **options)
+        loader = make_loader(PrefixDataset(split, cached), spec.batch_size, collate_fn=collate_prefix, **options)
     else:
         loader = make_loader(eval_dataset(split, spec.modality, spec.pretrain.image_size), spec.batch_size, **options)
     chunks = []
