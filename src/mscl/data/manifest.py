@@ -310,11 +310,12 @@ def write_dataset(
         return writer.close()
 
 
-def read_split(data_dir: str | Path, split: str) -> pd.DataFrame:
+def read_split(data_dir: str | Path, split: str, columns: Sequence[str] | None = None) -> pd.DataFrame:
+    """A prepared split (only `columns` when given, e.g. without images' or notes' content)."""
     path = Path(data_dir) / f"{split}.parquet"
     if not path.exists():
         raise InputError(path, "prepared split not found", "run the preprocessing rule for this dataset first")
-    frame = pd.read_parquet(path)
+    frame = pd.read_parquet(path, columns=None if columns is None else list(columns))
     frame["labels"] = frame["labels"].map(list)
     return frame
 

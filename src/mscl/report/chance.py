@@ -37,9 +37,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
-import pyarrow.parquet as pq
 
-from mscl.data.manifest import SPLITS, read_labels
+from mscl.data.manifest import SPLITS, read_labels, read_split
 from mscl.errors import InputError
 from mscl.io import write_json
 from mscl.metrics import evaluate
@@ -60,14 +59,11 @@ def read_label_split(data_dir: Path, split: str, vocabulary: Sequence[str]):
     """A `mscl.train.data.Split` of the ids and multi-hot targets only (no content column read)."""
     from mscl.train.data import Split, multi_hot
 
-    path = data_dir / f"{split}.parquet"
-    if not path.exists():
-        raise InputError(path, "prepared split not found", "run the preprocessing rule for this dataset first")
-    table = pq.read_table(path, columns=["id", "labels"])
-    targets, ignored = multi_hot([list(labels or []) for labels in table.column("labels").to_pylist()], vocabulary)
+    frame = read_split(data_dir, split, columns=["id", "labels"])
+    targets, ignored = multi_hot(frame["labels"].tolist(), vocabulary)
     if len(targets) == 0:
-        raise InputError(path, f"split {split!r} is empty", "re-run the preprocessing rule for this dataset", field=split)
-    return Split([str(i) for i in table.column("id").to_pylist()], [], targets, ignored)
+        raise InputError(data_dir / f"{split}.parquet", f"split {split!r} is empty", "re-run the preprocessing rule for this dataset", field=split)
+    return Split(frame["id"].astype(str).tolist(), [], targets, ignored)
 
 
 def label_prior(train_targets: np.ndarray) -> np.ndarray:

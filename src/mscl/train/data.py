@@ -3,8 +3,8 @@
 Image batches are `{"images": [B, 3, H, W]}` (one view) or `[B, 2, 3, H, W]` (two SimCLR
 views); tabular batches `{"features": [B, F]}` or `[B, 2, F]` (two randomly masked views of
 the standardised features); text batches are `{"text": [B strings]}`: the training step
-tokenises once and gets its two views from two dropout-noised encoder passes. Every batch also has `labels`: a
-[B, L] sparse CSR multi-hot matrix built from the samples' label ids (`mscl.losses.csr_labels`),
+tokenises once and gets its two views from two dropout-noised encoder passes. Every batch also
+has `labels`: a [B, L] sparse CSR multi-hot matrix built from the samples' label ids (`mscl.losses.csr_labels`),
 the form the losses read cheapest (B*K indices instead of a dense B x L matrix: 52 MB at
 B = 512, L = 25,230 in float32; docs/losses.md).
 """

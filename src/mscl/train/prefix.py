@@ -110,6 +110,14 @@ def encoder_fingerprint(spec_encoder: Any, where: str | Path | None) -> dict[str
 # --------------------------------------------------------------------------- caching
 
 
+def packed_offsets(lengths: Tensor) -> Tensor:
+    """Where each sample's rows start in the packed `hidden`: 0, then the cumulative lengths
+    (int64 [N + 1]; sample i is rows offsets[i]:offsets[i + 1])."""
+    offsets = torch.zeros(len(lengths) + 1, dtype=torch.long)
+    offsets[1:] = torch.cumsum(lengths.long(), 0)
+    return offsets
+
+
 @torch.no_grad()
 def prefix_split(encoder: Any, texts: Sequence[str], batch_size: int, device: torch.device, name: str) -> dict[str, Tensor]:
     """{"hidden": float16 [sum lengths, H], "lengths": int32 [N]} for `texts` (manifest order).
@@ -127,8 +135,7 @@ def prefix_split(encoder: Any, texts: Sequence[str], batch_size: int, device: to
             raise ValueError("the tokenizer pads on the left or masks tokens inside a text; cache-prefix needs right padding")
         lengths.append(row_lengths)
     lengths_all = torch.cat(lengths).long() if lengths else torch.zeros(0, dtype=torch.long)
-    offsets = torch.zeros(len(texts) + 1, dtype=torch.long)
-    offsets[1:] = torch.cumsum(lengths_all, 0)
+    offsets = packed_offsets(lengths_all)
     hidden_out = torch.empty(int(offsets[-1]), encoder.output_dim, dtype=torch.float16)
     order = torch.argsort(lengths_all, descending=True, stable=True).tolist()
     batches = [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
@@ -193,8 +200,7 @@ def load_prefix_cache(path: str | Path, spec_encoder: Mapping[str, Any], splits:
                 field=f"splits.{name}.ids",
             )
         lengths = stored["lengths"].long()
-        offsets = torch.zeros(len(lengths) + 1, dtype=torch.long)
-        offsets[1:] = torch.cumsum(lengths, 0)
+        offsets = packed_offsets(lengths)
         if int(offsets[-1]) != stored["hidden"].shape[0]:
             raise InputError(path, f"split {name!r}: lengths add up to {int(offsets[-1])} tokens but hidden has {stored['hidden'].shape[0]} rows", rerun, field=f"splits.{name}.hidden")
         result[name] = {"hidden": stored["hidden"], "lengths": lengths, "offsets": offsets}

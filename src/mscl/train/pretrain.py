@@ -15,11 +15,11 @@ initialised, with the same seed and therefore the same initial weights as every 
 
 At the end of an epoch the full training state is checkpointed atomically when at least
 CHECKPOINT_INTERVAL_S seconds (60; environment variable MSCL_CHECKPOINT_INTERVAL_S) have passed
-since the last checkpoint, and always after the last epoch; a rerun with the same --out and the same spec resumes from it and ends with
-weights identical (on CPU) to an uninterrupted run. A checkpoint written by another spec or
-other data is discarded (the log says which keys changed) and the run starts over. SIGTERM
-exits at once; the last checkpoint stays. Every epoch adds one line to the log (stderr): loss, learning rate,
-throughput and elapsed time. `--stop-after-epoch K` exits with code 3 right after
+since the last checkpoint, and always after the last epoch; a rerun with the same --out and
+the same spec resumes from it and ends with weights identical (on CPU) to an uninterrupted
+run. A checkpoint written by another spec or other data is discarded (the log says which keys
+changed) and the run starts over. SIGTERM exits at once; the last checkpoint stays. Every
+epoch adds one line to the log (stderr): loss, learning rate, throughput and elapsed time. `--stop-after-epoch K` exits with code 3 right after
 checkpointing epoch K, which simulates a job killed by the cluster (tests use it to check
 resuming).
 
@@ -159,15 +159,23 @@ def check_feature_dim(spec: RunSpec, data_dir: Path, split: Split) -> None:
         )
 
 
+def load_run_splits(spec: RunSpec, data_dir: Path, vocabulary: list[str], names: Sequence[str]) -> dict[str, Split]:
+    """The named splits (train among them) as this run's encoder reads them: tabular features
+    are checked against `input_dim` and standardised by the train split, the same way in
+    pretraining and in the probe."""
+    splits = {name: load_split(data_dir, name, vocabulary, spec.modality) for name in names}
+    if spec.modality != "tabular":
+        return splits
+    check_feature_dim(spec, data_dir, splits["train"])
+    return {name: standardize(split, splits["train"]) for name, split in splits.items()}
+
+
 def validate_inputs(spec: RunSpec, data_dir: Path) -> tuple[list[str], Split]:
     """Cheap checks before any model is built or any output written; returns (vocabulary, train),
     the train features standardised."""
     check_model_folder(spec.encoder)
     vocabulary = read_labels(data_dir)
-    train = load_split(data_dir, "train", vocabulary, spec.modality)
-    if spec.modality == "tabular":
-        check_feature_dim(spec, data_dir, train)
-        train = standardize(train, train)
+    train = load_run_splits(spec, data_dir, vocabulary, ["train"])["train"]
     if spec.batch_size > len(train):
         raise InputError(
             data_dir / "train.parquet",

@@ -43,8 +43,8 @@ from mscl.errors import InputError
 from mscl.interrupt import exit_on_sigterm
 from mscl.io import atomic_path, write_json, write_text
 from mscl.metrics import evaluate
-from mscl.train.data import Split, eval_dataset, load_split, make_loader, standardize
-from mscl.train.pretrain import VIEW_KEYS, check_feature_dim, encoder_from_spec, text_inputs
+from mscl.train.data import Split, eval_dataset, make_loader
+from mscl.train.pretrain import VIEW_KEYS, encoder_from_spec, load_run_splits, text_inputs
 from mscl.train.runtime import (
     autocast,
     load_checkpoint,
@@ -255,10 +255,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise InputError(weights, "pretrained encoder not found", "run `python -m mscl pretrain` for this spec first")
     check_same_encoder(args.pretrained, spec)
     vocabulary = read_labels(args.data)
-    splits = {name: load_split(args.data, name, vocabulary, spec.modality) for name in SPLITS}
-    if spec.modality == "tabular":  # standardised by the train split, as in pretraining
-        check_feature_dim(spec, args.data, splits["train"])
-        splits = {name: standardize(split, splits["train"]) for name, split in splits.items()}
+    splits = load_run_splits(spec, args.data, vocabulary, SPLITS)
     device = pick_device()
     precision = resolve_precision(spec.pretrain.precision, device)
     seed_everything(spec.seed)
