@@ -6,6 +6,8 @@
 uses h itself. Kinds:
 
 - `resnet`: torchvision ResNet family, fc removed (`mscl.models.image`);
+- `cifar_resnet`: a CIFAR-style ResNet in plain torch, for small images trained from scratch
+  (`mscl.models.cifar_resnet`);
 - `hf`: a Hugging Face encoder such as RoBERTa, first-token pooling (`mscl.models.text`);
 - `llama_lora`: a decoder-only Hugging Face model with LoRA adapters, last-token pooling
   (`mscl.models.text`);
@@ -40,11 +42,12 @@ __all__ = [
 ]
 
 # kind -> the modality of its inputs (decides transforms, views and the default optimiser).
-ENCODER_MODALITY = {"resnet": "image", "hf": "text", "llama_lora": "text", "plm_icd": "text", "mlp": "tabular"}
+ENCODER_MODALITY = {"resnet": "image", "cifar_resnet": "image", "hf": "text", "llama_lora": "text", "plm_icd": "text", "mlp": "tabular"}
 ENCODER_KINDS = tuple(ENCODER_MODALITY)
 # kind -> (module, builder function taking (validated spec, num_labels)).
 _BUILDERS: dict[str, tuple[str, str]] = {
     "resnet": ("mscl.models.image", "build_resnet"),
+    "cifar_resnet": ("mscl.models.cifar_resnet", "build_cifar_resnet"),
     "hf": ("mscl.models.text", "build_hf"),
     "llama_lora": ("mscl.models.text", "build_llama_lora"),
     "plm_icd": ("mscl.models.plm_icd", "build_plm_icd"),

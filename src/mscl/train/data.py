@@ -1,7 +1,8 @@
 """Manifest splits as tensors, datasets, view transforms and seeded DataLoaders.
 
-Image batches are `{"images": [B, 3, H, W]}` (one view) or `[B, 2, 3, H, W]` (two SimCLR
-views); tabular batches `{"features": [B, F]}` or `[B, 2, F]` (two randomly masked views of
+Image batches are `{"images": uint8 [B, 3, S, S]}` (one centre crop) or `[B, 2, 3, S, S]`
+(two random resized crops), made float, colour-augmented and normalised on the training device
+(`mscl.train.augment`); tabular batches `{"features": [B, F]}` or `[B, 2, F]` (two randomly masked views of
 the standardised features); text batches are `{"text": [B strings]}`: the training step
 tokenises once and gets its two views from two dropout-noised encoder passes. Every batch also
 has `labels`: a [B, L] sparse CSR multi-hot matrix built from the samples' label ids (`mscl.losses.csr_labels`),
@@ -26,12 +27,8 @@ from torch.utils.data import DataLoader, Dataset
 
 from mscl.data.manifest import read_split, read_stats
 from mscl.errors import InputError
+from mscl.train.augment import eval_crop, train_crop
 
-IMAGENET_MEAN = (0.485, 0.456, 0.406)
-IMAGENET_STD = (0.229, 0.224, 0.225)
-# Evaluation resizes the shorter side to image_size / 0.875 and centre-crops image_size:
-# the ImageNet convention (256 -> 224).
-EVAL_CROP_FRACTION = 0.875
 # token_dropout views hide this fraction of each text's tokens (besides dropout noise).
 TOKEN_DROP_RATE = 0.1
 
@@ -110,41 +107,6 @@ def standardize(split: Split, train: Split) -> Split:
     return dataclasses.replace(split, items=((split.items.double() - mean) / std).float())
 
 
-# ------------------------------------------------------------------------- transforms
-
-
-def train_view_transform(image_size: int, crop_scale_min: float) -> Callable[[Image.Image], Tensor]:
-    """One SimCLR-style random view (SupCon's augmentation list), normalised for ImageNet."""
-    from torchvision.transforms import v2  # imported here: text jobs never pay its ~3 s import
-
-    return v2.Compose(
-        [
-            v2.RandomResizedCrop(image_size, scale=(crop_scale_min, 1.0), antialias=True),
-            v2.RandomHorizontalFlip(),
-            v2.RandomApply([v2.ColorJitter(0.4, 0.4, 0.4, 0.1)], p=0.8),
-            v2.RandomGrayscale(p=0.2),
-            v2.ToImage(),
-            v2.ToDtype(torch.float32, scale=True),
-            v2.Normalize(IMAGENET_MEAN, IMAGENET_STD),
-        ]
-    )
-
-
-def eval_transform(image_size: int) -> Callable[[Image.Image], Tensor]:
-    """Deterministic view for feature extraction: resize, centre crop, normalise."""
-    from torchvision.transforms import v2
-
-    return v2.Compose(
-        [
-            v2.Resize(round(image_size / EVAL_CROP_FRACTION), antialias=True),
-            v2.CenterCrop(image_size),
-            v2.ToImage(),
-            v2.ToDtype(torch.float32, scale=True),
-            v2.Normalize(IMAGENET_MEAN, IMAGENET_STD),
-        ]
-    )
-
-
 def open_rgb(path: str) -> Image.Image:
     try:
         with Image.open(path) as image:
@@ -157,12 +119,16 @@ def open_rgb(path: str) -> Image.Image:
 
 
 class ImageDataset(Dataset):
-    """Images with `views` random views each (2 for pretraining) or one eval view (views=1)."""
+    """Images as uint8 crops of image_size x image_size: `views` random resized crops each
+    ([views, 3, S, S], for pretraining) or, with views=1, the evaluation centre crop
+    ([3, S, S]). Colour augmentation and normalisation happen per batch on the training
+    device (`mscl.train.augment`)."""
 
-    def __init__(self, split: Split, transform: Callable[[Image.Image], Tensor], views: int):
+    def __init__(self, split: Split, image_size: int, views: int, crop_scale_min: float = 1.0):
         self.split = split
-        self.transform = transform
+        self.image_size = image_size
         self.views = views
+        self.crop_scale_min = crop_scale_min
 
     def __len__(self) -> int:
         return len(self.split)
@@ -170,9 +136,9 @@ class ImageDataset(Dataset):
     def __getitem__(self, index: int) -> dict[str, Tensor]:
         image = open_rgb(self.split.items[index])
         if self.views == 1:
-            images = self.transform(image)
+            images = eval_crop(image, self.image_size)
         else:
-            images = torch.stack([self.transform(image) for _ in range(self.views)])
+            images = torch.stack([train_crop(image, self.image_size, self.crop_scale_min) for _ in range(self.views)])
         return {"images": images, "label_ids": self.split.label_ids[index]}
 
 
@@ -215,7 +181,7 @@ def pretrain_dataset(split: Split, modality: str, image_size: int, crop_scale_mi
         return TextDataset(split)
     if modality == "tabular":
         return TabularDataset(split, views=2, mask_rate=feature_mask_rate)
-    return ImageDataset(split, train_view_transform(image_size, crop_scale_min), views=2)
+    return ImageDataset(split, image_size, views=2, crop_scale_min=crop_scale_min)
 
 
 def eval_dataset(split: Split, modality: str, image_size: int) -> Dataset:
@@ -223,7 +189,7 @@ def eval_dataset(split: Split, modality: str, image_size: int) -> Dataset:
         return TextDataset(split)
     if modality == "tabular":
         return TabularDataset(split, views=1)
-    return ImageDataset(split, eval_transform(image_size), views=1)
+    return ImageDataset(split, image_size, views=1)
 
 
 def collate(samples: list[dict[str, Any]], num_labels: int) -> dict[str, Any]:

@@ -46,6 +46,7 @@ from mscl.errors import InputError
 from mscl.interrupt import exit_on_sigterm
 from mscl.io import write_json, write_text
 from mscl.losses import PROTOTYPE_LOSSES, SupervisedBCE, make_loss
+from mscl.train.augment import color_views
 from mscl.train.data import TOKEN_DROP_RATE, Split, drop_tokens, load_split, make_loader, pretrain_dataset, standardize
 from mscl.train.runtime import (
     autocast,
@@ -251,6 +252,8 @@ def contrastive_features(
         views = batch[key].to(device, non_blocking=True)  # [B, 2, ...]
         # One pass over both views (view-major), so BatchNorm statistics see both.
         flat = torch.cat(views.unbind(1))
+        if modality == "image":
+            flat = color_views(flat)  # uint8 crops -> flipped, jittered, normalised floats
         projected = head(encoder({key: flat}))
         return projected.view(2, len(views), -1).transpose(0, 1)
     tokens = {key: value.to(device, non_blocking=True) for key, value in text_inputs(encoder, batch).items()}

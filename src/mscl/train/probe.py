@@ -43,6 +43,7 @@ from mscl.errors import InputError
 from mscl.interrupt import exit_on_sigterm
 from mscl.io import atomic_path, write_json, write_text
 from mscl.metrics import evaluate
+from mscl.train.augment import eval_views
 from mscl.train.data import Split, eval_dataset, make_loader
 from mscl.train.pretrain import VIEW_KEYS, encoder_from_spec, load_run_splits, text_inputs
 from mscl.train.runtime import (
@@ -118,6 +119,8 @@ def extract_features(
         if spec.modality in VIEW_KEYS:
             key = VIEW_KEYS[spec.modality]
             inputs = {key: batch[key].to(device, non_blocking=True)}
+            if spec.modality == "image":
+                inputs[key] = eval_views(inputs[key])  # uint8 centre crops -> normalised floats
         else:
             inputs = {key: value.to(device, non_blocking=True) for key, value in text_inputs(encoder, batch).items()}
         with autocast(device, precision):
