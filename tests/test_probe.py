@@ -23,8 +23,6 @@ from mscl.train.probe import better, train_probe
 from mscl.train.runtime import save_checkpoint, trainable_state
 from mscl.train.spec import ProbeSpec
 
-pytestmark = pytest.mark.slow
-
 KEYWORDS = ["fever", "fracture", "asthma", "diabetes", "anemia"]
 FILLER = "the of and to in is was for on are with as at one have this from or had by not but what some".split()
 FILLER_WORDS_PER_TEXT = 20  # keywords are ~1/20 of a text: a random encoder's features blur them
@@ -86,6 +84,7 @@ def run(command: str, data: Path, spec: dict, out: Path, pretrained: Path | None
     return mscl_main(args + (["--pretrained", str(pretrained)] if pretrained else []))
 
 
+@pytest.mark.slow
 def test_pretraining_with_the_labels_makes_a_separable_problem_solvable(
     keyword_data: Path, shuffled_data: Path, tiny_roberta: Path, tmp_path: Path
 ) -> None:
@@ -122,6 +121,7 @@ def pretrained_run(keyword_data: Path, tiny_roberta: Path, tmp_path_factory: pyt
     return spec, out
 
 
+@pytest.mark.slow
 def test_features_are_cached_until_the_encoder_changes(
     keyword_data: Path, pretrained_run: tuple[dict, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -142,6 +142,7 @@ def test_features_are_cached_until_the_encoder_changes(
     assert built == [1] and json.loads((tmp_path / "metrics.json").read_text()) == first
 
 
+@pytest.mark.slow
 def test_test_scores_file_recomputes_the_reported_metrics(
     keyword_data: Path, pretrained_run: tuple[dict, Path], tmp_path: Path
 ) -> None:
@@ -163,6 +164,7 @@ def test_test_scores_file_recomputes_the_reported_metrics(
     assert log["epoch"].tolist() == [1, 2, 3] and metrics["best_epoch"] == int(log["val_selected"].idxmax()) + 1
 
 
+@pytest.mark.slow
 def test_probe_refuses_weights_that_do_not_fit_the_encoder(
     keyword_data: Path, pretrained_run: tuple[dict, Path], tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:

@@ -34,7 +34,9 @@ def write_probe(root: Path, dataset: str, encoder: str, loss: str, batch: int, s
     """A probe folder like the training stage writes; returns its metrics.json path."""
     probe = root / "runs" / dataset / encoder / loss / f"bs{batch}" / f"seed{seed}" / "probe"
     probe.mkdir(parents=True)
-    document = {"test": test, "val_best": {"micro_f1": 0.5, "epoch_note": "text is ignored"}, "best_epoch": 3, "num_labels": 4, "spec": {}}
+    # The run axes as the probe records them (its whole RunSpec; here only the keys collect reads).
+    spec = {"dataset": dataset, "encoder_name": encoder, "loss": loss, "batch_size": batch, "seed": seed}
+    document = {"test": test, "val_best": {"micro_f1": 0.5, "epoch_note": "text is ignored"}, "best_epoch": 3, "num_labels": 4, "spec": spec}
     (probe / "metrics.json").write_text(json.dumps(document))
     if scores:
         # As mscl.train.probe writes it: fixed-size score lists, vocabulary in the schema metadata.
@@ -87,7 +89,7 @@ def test_collect_cli_writes_a_csv_that_loads_back(run_tree, tmp_path):
     assert runs["value"].isna().sum() == 1
 
 
-def test_collect_rejects_unknown_encoders_bad_roles_and_bad_paths(run_tree, tmp_path):
+def test_collect_rejects_unknown_encoders_bad_roles_and_files_without_a_run_spec(run_tree, tmp_path):
     paths, _ = run_tree
     with pytest.raises(InputError, match="roberta_tiny"):
         collect_runs(paths, {"resnet_tiny": "resnet"})
@@ -95,9 +97,18 @@ def test_collect_rejects_unknown_encoders_bad_roles_and_bad_paths(run_tree, tmp_
         collect.parse_roles(["roberta_tiny=bert"])
     stray = tmp_path / "elsewhere" / "metrics.json"
     stray.parent.mkdir()
-    stray.write_text("{}")
-    with pytest.raises(InputError, match="does not follow"):
+    stray.write_text(json.dumps({"test": {"micro_f1": 0.5}, "spec": {"dataset": "coco", "encoder_name": "resnet_tiny", "loss": "any"}}))
+    with pytest.raises(InputError, match="spec has no valid 'batch_size'"):
         collect_runs([stray], ROLES)
+
+
+def test_collect_reads_the_run_axes_from_the_spec_not_the_path(run_tree, tmp_path):
+    paths, _ = run_tree
+    moved = tmp_path / "copied" / "metrics.json"  # a folder that names no run axis
+    moved.parent.mkdir()
+    moved.write_bytes(paths[1].read_bytes())
+    frame = collect_runs([moved], ROLES)
+    assert set(zip(frame["dataset"], frame["encoder"], frame["loss"], frame["batch_size"], frame["seed"])) == {("aapd", "roberta_tiny", "any", 16, 1)}
 
 
 def test_read_test_scores_accepts_npz_and_parquet_with_labels_txt(run_tree, tmp_path):

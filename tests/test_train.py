@@ -23,8 +23,6 @@ from mscl.train.pretrain import EXIT_STOPPED, learning_rate, warmup_steps_for
 from mscl.train.runtime import trainable_state
 from mscl.train.spec import RunSpec, load_spec
 
-pytestmark = pytest.mark.slow
-
 IMAGE_LABELS = ["band0", "band1", "band2", "band3"]
 TEXT_LABELS = ["fever", "fracture", "asthma", "anemia"]
 FILLER = "the of and to in is was for on are with as at one have this from".split()
@@ -214,6 +212,7 @@ def test_multi_hot_ignores_and_counts_labels_outside_the_vocabulary() -> None:
 # ------------------------------------------------------------------ end to end
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["resnet", "hf", "llama_lora", "plm_icd"])
 def test_pretrain_and_probe_run_end_to_end(
     kind: str, image_data: Path, text_data: Path, tiny_models: dict, tmp_path: Path
@@ -246,6 +245,7 @@ def test_pretrain_and_probe_run_end_to_end(
     assert metrics["ignored_label_occurrences"]["train"] == (1 if kind != "resnet" else 0)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["resnet", "hf"])
 def test_resumed_run_equals_an_uninterrupted_run(kind: str, image_data: Path, text_data: Path, tiny_models: dict, tmp_path: Path) -> None:
     data = image_data if kind == "resnet" else text_data
@@ -267,6 +267,7 @@ def test_resumed_run_equals_an_uninterrupted_run(kind: str, image_data: Path, te
     assert pd.read_csv(resumed / "train_log.csv")["loss"].tolist() == straight_loss.tolist()
 
 
+@pytest.mark.slow
 def test_same_seed_gives_identical_weights_and_metrics(text_data: Path, tiny_models: dict, tmp_path: Path) -> None:
     spec = run_spec(encoder_spec("hf", tiny_models), max_steps_per_epoch=2)
     for run in ("a", "b"):
@@ -281,6 +282,7 @@ def test_same_seed_gives_identical_weights_and_metrics(text_data: Path, tiny_mod
     assert any(not torch.equal(t, other[k]) for k, t in load(tmp_path / "a/pre/encoder.pt").items())
 
 
+@pytest.mark.slow  # fails at once, but needs the tiny models (a module fixture of ~10 s)
 @pytest.mark.parametrize(
     ("change", "message"),
     [
@@ -299,6 +301,7 @@ def test_bad_config_fails_before_any_output(
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow
 def test_a_checkpoint_of_another_spec_is_discarded_and_the_run_starts_over(
     text_data: Path, tiny_models: dict, tmp_path: Path, capsys
 ) -> None:
@@ -320,6 +323,7 @@ def test_a_checkpoint_of_another_spec_is_discarded_and_the_run_starts_over(
     assert len(lines) == 3 and all(k in lines[0] for k in ("loss", "lr", "samples/s", "elapsed"))
 
 
+@pytest.mark.slow
 def test_the_same_spec_resumes_after_its_last_checkpoint(text_data: Path, tiny_models: dict, tmp_path: Path, capsys) -> None:
     spec = run_spec(encoder_spec("hf", tiny_models), epochs=3, max_steps_per_epoch=1)
     assert pretrain(text_data, spec, tmp_path / "out", "--stop-after-epoch", "2") == EXIT_STOPPED

@@ -82,8 +82,10 @@ def experiment_runs():
 
 
 RUNS = experiment_runs()
-RUN_DIR = f"{RESULTS}/runs/{{dataset}}/{{encoder}}/{{loss}}/bs{{batch}}/seed{{seed}}"
+# One run's place, shared by its folder, its jobs' logs and benchmarks (run_log,
+# run_benchmark) and the lists of every run's files (every_run).
 RUN_NAME = "{dataset}/{encoder}/{loss}/bs{batch}/seed{seed}"
+RUN_DIR = f"{RESULTS}/runs/{RUN_NAME}"
 
 
 wildcard_constraints:
@@ -128,6 +130,20 @@ def folder_of(name):
         return os.path.dirname(first)
 
     return folder
+
+
+def prepare_options(source):
+    """Options of `python -m mscl prepare-<source>` beyond --root, --out and --seed, from the
+    source's config block (the schema documents each key)."""
+    settings = config["sources"][source]
+    options = []
+    if source == "voc":
+        options.append(f"--difficult {settings['difficult']}")
+    if source == "aapd":
+        options.append(f"--policy {settings['policy']}")
+    if not settings.get("verify_images", True):
+        options.append("--no-verify-images")
+    return " ".join(options)
 
 
 def demo_input(source):
@@ -252,6 +268,11 @@ def encoder_threads(wildcards):
     return config["encoders"][wildcards.encoder]["resources"]["threads"]
 
 
+# The scheduler request of every job that runs the {encoder} (cache_prefix, pretrain, probe):
+# `threads: encoder_threads` and `resources: **ENCODER_RESOURCES`.
+ENCODER_RESOURCES = {key: encoder_resource(key) for key in ("gpu", "mem_mb", "runtime")}
+
+
 def uses_prefix_cache(name):
     """A top-layer text encoder (`trainable_layers`): its frozen prefix is cached per dataset."""
     return config["encoders"][name]["spec"].get("trainable_layers") is not None
@@ -271,11 +292,25 @@ def tiny_models_input(wildcards):
     return [TINY_MODELS] if uses_tiny_models(wildcards.encoder) else []
 
 
+def run_log(stage):
+    """The log of a run's `stage` job (pretrain, probe)."""
+    return f"{LOGS}/{stage}/{RUN_NAME}.log"
+
+
+def run_benchmark(stage):
+    """The benchmark file of a run's `stage` job (pretrain, probe): mscl.report.cost reads the
+    run's axes from this path."""
+    return f"{BENCHMARKS}/{stage}/{RUN_NAME}.tsv"
+
+
+def every_run(pattern):
+    """`pattern` (a path with the run wildcards) for every run in the grid."""
+    return [pattern.format(dataset=d, encoder=e, loss=l, batch=b, seed=s) for d, e, l, b, s in RUNS]
+
+
 def run_outputs(stage_file):
     """`stage_file` (e.g. "probe/metrics.json") of every run in the grid."""
-    return [
-        f"{RESULTS}/runs/{d}/{e}/{l}/bs{b}/seed{s}/{stage_file}" for d, e, l, b, s in RUNS
-    ]
+    return every_run(f"{RUN_DIR}/{stage_file}")
 
 
 # The label prior ("chance", rule `chance`, mscl.report.chance) of a dataset, written where a
@@ -295,8 +330,8 @@ def chance_outputs(name):
     return [os.path.join(CHANCE_DIR.format(dataset=dataset), name) for dataset in sorted({run[0] for run in RUNS})]
 
 
-def run_benchmarks(rule_name):
-    return [f"{BENCHMARKS}/{rule_name}/{d}/{e}/{l}/bs{b}/seed{s}.tsv" for d, e, l, b, s in RUNS]
+def run_benchmarks(stage):
+    return every_run(run_benchmark(stage))
 
 
 TABLES = ["image", "aapd", "mimic_full", "mimic_50", "sota", "ablation", "paper_vs_run", "cost"]

@@ -7,81 +7,33 @@ localrules:
     mimic_split_lists,
 
 
-rule prepare_coco:
-    input:
-        raw=source_input("coco", "coco"),
-    output:
-        manifest("coco"),
-    conda:
-        CONDA_ENV
-    log:
-        f"{LOGS}/preprocess/coco.log",
-    params:
-        root=raw_root("coco"),
-        out=folder_of("output"),
-        seed=config["seed"],
-        verify="" if config["sources"]["coco"]["verify_images"] else "--no-verify-images",
-    shell:
-        "python -m mscl prepare-coco --root {params.root} --out {params.out} --seed {params.seed} "
-        "{params.verify} > {log} 2>&1"
+# The published datasets kept in one root folder each: one rule per source, named
+# prepare_<source> (the SLURM profiles' set-resources and the job list use these names), all
+# from this one definition. Their options beyond root, out and seed: prepare_options.
+for _source in ("coco", "voc", "nuswide", "aapd"):
 
-
-rule prepare_voc:
-    input:
-        raw=source_input("voc", "voc"),
-    output:
-        manifest("voc"),
-    conda:
-        CONDA_ENV
-    log:
-        f"{LOGS}/preprocess/voc.log",
-    params:
-        root=raw_root("voc"),
-        out=folder_of("output"),
-        seed=config["seed"],
-        difficult=config["sources"]["voc"]["difficult"],
-        verify="" if config["sources"]["voc"]["verify_images"] else "--no-verify-images",
-    shell:
-        "python -m mscl prepare-voc --root {params.root} --out {params.out} --seed {params.seed} "
-        "--difficult {params.difficult} {params.verify} > {log} 2>&1"
-
-
-rule prepare_nuswide:
-    input:
-        raw=source_input("nuswide", "nuswide"),
-    output:
-        manifest("nuswide"),
-    conda:
-        CONDA_ENV
-    log:
-        f"{LOGS}/preprocess/nuswide.log",
-    params:
-        root=raw_root("nuswide"),
-        out=folder_of("output"),
-        seed=config["seed"],
-        verify="" if config["sources"]["nuswide"]["verify_images"] else "--no-verify-images",
-    shell:
-        "python -m mscl prepare-nuswide --root {params.root} --out {params.out} --seed {params.seed} "
-        "{params.verify} > {log} 2>&1"
-
-
-rule prepare_aapd:
-    input:
-        raw=source_input("aapd", "aapd"),
-    output:
-        manifest("aapd"),
-    conda:
-        CONDA_ENV
-    log:
-        f"{LOGS}/preprocess/aapd.log",
-    params:
-        root=raw_root("aapd"),
-        out=folder_of("output"),
-        seed=config["seed"],
-        policy=config["sources"]["aapd"]["policy"],
-    shell:
-        "python -m mscl prepare-aapd --root {params.root} --out {params.out} --seed {params.seed} "
-        "--policy {params.policy} > {log} 2>&1"
+    rule:
+        name:
+            f"prepare_{_source}"
+        input:
+            raw=source_input(_source, _source),
+        output:
+            manifest(_source),
+        conda:
+            CONDA_ENV
+        log:
+            f"{LOGS}/preprocess/{_source}.log",
+        params:
+            root=raw_root(_source),
+            out=folder_of("output"),
+            seed=config["seed"],
+            options=prepare_options(_source),
+            # A param, not an f-string in `shell:`: Snakemake evaluates the shell string again
+            # when the job runs, when `_source` holds the loop's last value.
+            command=f"prepare-{_source}",
+        shell:
+            "python -m mscl {params.command} --root {params.root} --out {params.out} --seed {params.seed} "
+            "{params.options} > {log} 2>&1"
 
 
 rule mimic_split_lists:

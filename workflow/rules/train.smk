@@ -30,9 +30,7 @@ rule cache_prefix:
         f"{BENCHMARKS}/prefix/{{dataset}}/{{encoder}}.tsv"
     threads: encoder_threads
     resources:
-        gpu=encoder_resource("gpu"),
-        mem_mb=encoder_resource("mem_mb"),
-        runtime=encoder_resource("runtime"),
+        **ENCODER_RESOURCES,
     params:
         data=folder_of("input.data"),
         spec=lambda wildcards: shlex.quote(json.dumps(encoder_spec(wildcards.encoder), sort_keys=True)),
@@ -53,14 +51,12 @@ rule pretrain:
     conda:
         CONDA_ENV
     log:
-        f"{LOGS}/pretrain/{RUN_NAME}.log",
+        run_log("pretrain"),
     benchmark:
-        f"{BENCHMARKS}/pretrain/{RUN_NAME}.tsv"
+        run_benchmark("pretrain")
     threads: encoder_threads
     resources:
-        gpu=encoder_resource("gpu"),
-        mem_mb=encoder_resource("mem_mb"),
-        runtime=encoder_resource("runtime"),
+        **ENCODER_RESOURCES,
     params:
         data=folder_of("input.data"),
         out=folder_of("output.encoder"),
@@ -83,14 +79,12 @@ rule probe:
     conda:
         CONDA_ENV
     log:
-        f"{LOGS}/probe/{RUN_NAME}.log",
+        run_log("probe"),
     benchmark:
-        f"{BENCHMARKS}/probe/{RUN_NAME}.tsv"
+        run_benchmark("probe")
     threads: encoder_threads
     resources:
-        gpu=encoder_resource("gpu"),
-        mem_mb=encoder_resource("mem_mb"),
-        runtime=encoder_resource("runtime"),
+        **ENCODER_RESOURCES,
     params:
         data=folder_of("input.data"),
         pretrained=folder_of("input.encoder"),

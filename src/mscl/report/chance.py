@@ -25,7 +25,8 @@ Only the manifest's `id` and `labels` columns are read (never images, texts or f
 Outputs in --out, each written atomically and in the probe's format (`mscl.train.probe`), so
 that `collect` reads them like any run: metrics.json (test, val_best = the val metrics,
 best_epoch 0, select_metric, num_labels, feature_dim 0, ignored_label_occurrences and a small
-spec: dataset, loss "chance", encoder_name "chance", batch_size 0, seed 0) and
+spec of the run axes collect reads: dataset, loss "chance", encoder_name "chance", batch_size 0,
+seed 0) and
 test_scores.parquet (`mscl.train.probe.write_test_scores`). The Snakemake rule writes them
 to `{results}/runs/{dataset}/chance/chance/bs0/seed0/probe/`.
 """

@@ -3,8 +3,9 @@
 `python -m mscl collect --metrics FILE... --roles ENCODER=ROLE... [--train-counts DATASET=STATS_JSON...]
 --out results/metrics/all_runs.csv`
 
-Each FILE is `.../{dataset}/{encoder}/{loss}/bs{batch}/seed{seed}/probe/metrics.json`; the run's
-axes are read from that path. The CSV has one row per (run, split, metric): columns
+Each FILE is a probe's metrics.json; the run's axes are read from the run spec recorded in it
+(`spec`: dataset, encoder_name, loss, batch_size, seed), never from its path, which only locates
+the test scores beside it. The CSV has one row per (run, split, metric): columns
 dataset, encoder, encoder_role, loss, batch_size, seed, split, metric, value, with split
 `test` (metrics.json "test") or `val` (metrics.json "val_best"), values as fractions (NaN, which
 the probe writes as null, kept and written as an empty field). For every dataset given in
@@ -13,10 +14,10 @@ the probe writes as null, kept and written as an empty field). For every dataset
 sizes `bucket_head_labels` / `bucket_tail_labels`, computed from the probe's saved test scores
 (test_scores.parquet beside metrics.json).
 
-The label-prior reference (`python -m mscl chance`) is a run like the others at
-`{dataset}/chance/chance/bs0/seed0/probe/metrics.json`; it has no encoder, so it takes the role
-`reference` (`--roles chance=reference`), which only it may take. It has no batch size either:
-`select_batch_size` keeps it at every batch size.
+The label-prior reference (`python -m mscl chance`) is a run like the others: its metrics.json
+records a spec with encoder_name and loss "chance", batch_size 0 and seed 0. It has no encoder,
+so it takes the role `reference` (`--roles chance=reference`), which only it may take. It has no
+batch size either: `select_batch_size` keeps it at every batch size.
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -42,28 +42,12 @@ RUN_COLUMNS = ("dataset", "encoder", "encoder_role", "loss", "batch_size", "seed
 # metrics.json section -> split name in the tidy CSV.
 SPLIT_SECTIONS = {"test": "test", "val_best": "val"}
 HEAD_SHARE = 0.6  # the paper's head bucket: classes holding the top 60% of training instances
-METRICS_PATH = re.compile(
-    r"(?:^|/)(?P<dataset>[^/]+)/(?P<encoder>[^/]+)/(?P<loss>[^/]+)/bs(?P<batch_size>\d+)/seed(?P<seed>\d+)/probe/metrics\.json$"
-)
+# Run axis in the tidy CSV -> the metrics.json `spec` key it is read from (the probe records its
+# whole RunSpec there, the label prior a block of these keys alone).
+SPEC_AXES = {"dataset": "dataset", "encoder": "encoder_name", "loss": "loss", "batch_size": "batch_size", "seed": "seed"}
 
 
 # ------------------------------------------------------------------------ reading runs
-
-
-def parse_run_path(path: str | Path) -> dict[str, Any]:
-    """The run axes (dataset, encoder, loss, batch_size, seed) encoded in a metrics.json path."""
-    match = METRICS_PATH.search(Path(path).as_posix())
-    if match is None:
-        raise InputError(
-            path,
-            "the path does not follow {dataset}/{encoder}/{loss}/bs{batch}/seed{seed}/probe/metrics.json",
-            "pass the metrics.json files the probe rule writes",
-            field="--metrics",
-        )
-    axes: dict[str, Any] = match.groupdict()
-    axes["batch_size"] = int(axes["batch_size"])
-    axes["seed"] = int(axes["seed"])
-    return axes
 
 
 def read_metrics_json(path: str | Path) -> dict[str, Any]:
@@ -82,6 +66,27 @@ def read_metrics_json(path: str | Path) -> dict[str, Any]:
 
 def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def run_axes(path: str | Path, document: Mapping[str, Any]) -> dict[str, Any]:
+    """The run axes (dataset, encoder, loss, batch_size, seed) of the spec recorded in a metrics.json."""
+    spec = document.get("spec")
+    spec = spec if isinstance(spec, dict) else {}
+    for axis, key in SPEC_AXES.items():
+        value = spec.get(key)
+        valid = _is_int(value) if axis in ("batch_size", "seed") else isinstance(value, str) and value != ""
+        if not valid:
+            raise InputError(
+                path,
+                f"the recorded spec has no valid {key!r} ({value!r})",
+                "pass the metrics.json files the probe and chance rules write, or re-run that job",
+                field=f"spec.{key}",
+            )
+    return {axis: spec[key] for axis, key in SPEC_AXES.items()}
 
 
 def numeric_metrics(section: Mapping[str, Any]) -> dict[str, float]:
@@ -169,7 +174,8 @@ def run_rows(
     metrics_path: str | Path, roles: Mapping[str, str], train_counts: Mapping[str, Mapping[str, int]]
 ) -> list[dict[str, Any]]:
     """The tidy rows of one probe run."""
-    axes = parse_run_path(metrics_path)
+    document = read_metrics_json(metrics_path)
+    axes = run_axes(metrics_path, document)
     if axes["encoder"] not in roles:
         raise InputError(
             metrics_path,
@@ -177,7 +183,6 @@ def run_rows(
             f"add --roles {axes['encoder']}=ROLE with ROLE one of {list(REPORT_ROLES)}",
             field="--roles",
         )
-    document = read_metrics_json(metrics_path)
     base = {**axes, "encoder_role": roles[axes["encoder"]]}
     rows = []
     for section, split in SPLIT_SECTIONS.items():
@@ -342,7 +347,7 @@ def parse_roles(values: Sequence[str]) -> dict[str, str]:
 def main(argv: Sequence[str] | None = None) -> int:
     """CLI entry point (see the module docstring)."""
     parser = argparse.ArgumentParser(prog="python -m mscl collect", description="gather every run's metrics into one tidy CSV")
-    parser.add_argument("--metrics", nargs="+", required=True, metavar="FILE", help=".../{dataset}/{encoder}/{loss}/bs{B}/seed{S}/probe/metrics.json")
+    parser.add_argument("--metrics", nargs="+", required=True, metavar="FILE", help="metrics.json of probe (or chance) runs; the run axes come from the spec recorded in each")
     parser.add_argument("--roles", nargs="+", required=True, metavar="ENCODER=ROLE", help=f"paper column of each encoder: {', '.join(REPORT_ROLES)} (chance=reference)")
     parser.add_argument("--train-counts", nargs="*", default=[], metavar="DATASET=STATS_JSON", help="stats.json of datasets that get head/tail bucket metrics")
     parser.add_argument("--out", required=True, type=Path, help="tidy CSV to write, e.g. results/metrics/all_runs.csv")

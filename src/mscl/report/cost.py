@@ -4,6 +4,12 @@ Each training/probe job writes `{results}/benchmarks/{rule}/{dataset}/{encoder}/
 a TSV with the header `s h:m:s max_rss max_vms max_uss max_pss io_in io_out mean_load cpu_time`
 (seconds, MB, ...) and one row per repeat. A job counts once: its repeats are averaged.
 Fields Snakemake could not measure ("-" or "NA") are NaN and left out of sums and maxima.
+
+Unlike `collect`, which reads a run's axes from the spec recorded in its metrics.json, this
+module reads them from the benchmark file's path (`parse_benchmark_path`, the one parser of
+run paths in the package): the file is Snakemake's own, holds measurements only, and has no
+metrics.json beside it, so the path the rule's `benchmark:` directive writes
+(`run_benchmark` in workflow/rules/common.smk) is the only record of whose cost it is.
 """
 
 from __future__ import annotations
@@ -26,7 +32,8 @@ MB_PER_GB = 1024.0  # Snakemake reports max_rss in MiB (psutil bytes / 1024**2)
 
 
 def parse_benchmark_path(path: str | Path) -> dict[str, str]:
-    """(rule, dataset, encoder, loss, batch_size, seed) of a benchmark file's path."""
+    """(rule, dataset, encoder, loss, batch_size, seed) of a benchmark file's path (see the
+    module docstring for why the path, not a spec, is read here)."""
     match = BENCHMARK_PATH.search(Path(path).as_posix())
     if match is None:
         raise InputError(

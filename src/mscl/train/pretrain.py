@@ -34,6 +34,7 @@ import math
 import os
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -242,6 +243,38 @@ def make_optimizer(spec: RunSpec, encoder: nn.Module, head: nn.Module, loss_fn: 
     return torch.optim.AdamW(groups, lr=cfg.lr)
 
 
+@dataclass
+class TrainingState:
+    """What the loop trains, how far it has got, and what it runs under: everything a step
+    reads or changes and everything a checkpoint holds."""
+
+    spec: RunSpec
+    encoder: nn.Module
+    head: nn.Module  # projection head; the `bce` baseline's linear classifier
+    loss_fn: nn.Module  # may hold parameters (the prototype losses' prototypes)
+    optimizer: torch.optim.Optimizer
+    generator: torch.Generator  # shuffles the batches; checkpointed so a resumed run draws the same ones
+    device: torch.device
+    precision: str  # "bf16" or "fp32", resolved for the device
+    steps_per_epoch: int
+    epoch: int = 0  # epochs done
+    step: int = 0  # optimisation steps done
+
+    @property
+    def total_steps(self) -> int:
+        """Optimisation steps of the whole run (the LR schedule's length)."""
+        return self.steps_per_epoch * self.spec.pretrain.epochs
+
+
+def start_training(
+    spec: RunSpec, num_labels: int, steps_per_epoch: int, generator: torch.Generator, device: torch.device, precision: str
+) -> TrainingState:
+    """The models and optimiser of a fresh run, at epoch 0."""
+    encoder, head, loss_fn = build_model(spec, num_labels, device)
+    optimizer = make_optimizer(spec, encoder, head, loss_fn)
+    return TrainingState(spec, encoder, head, loss_fn, optimizer, generator, device, precision, steps_per_epoch)
+
+
 def contrastive_features(
     encoder: nn.Module, head: nn.Module, batch: dict[str, Any], modality: str, text_views: str, device: torch.device
 ) -> Tensor:
@@ -303,22 +336,19 @@ def append_log_row(path: Path, row: dict[str, Any]) -> None:
     write_text(path, "\n".join([",".join(LOG_COLUMNS), *kept, new]) + "\n")
 
 
-def checkpoint_state(
-    epoch: int, step: int, steps_per_epoch: int, spec: RunSpec, encoder: nn.Module, head: nn.Module,
-    loss_fn: nn.Module, optimizer: torch.optim.Optimizer, generator: torch.Generator,
-) -> dict[str, Any]:  # fmt: skip
+def checkpoint_state(state: TrainingState) -> dict[str, Any]:
     """Everything a resumed run needs, as weights_only-loadable values."""
     return {
         "format": CHECKPOINT_FORMAT,
-        "epoch": epoch,
-        "step": step,
-        "steps_per_epoch": steps_per_epoch,
-        "spec": spec.to_dict(),
-        "encoder": trainable_state(encoder),
-        "head": head.state_dict(),
-        "loss": loss_fn.state_dict(),
-        "optimizer": optimizer.state_dict(),
-        "rng": capture_rng(generator),
+        "epoch": state.epoch,
+        "step": state.step,
+        "steps_per_epoch": state.steps_per_epoch,
+        "spec": state.spec.to_dict(),
+        "encoder": trainable_state(state.encoder),
+        "head": state.head.state_dict(),
+        "loss": state.loss_fn.state_dict(),
+        "optimizer": state.optimizer.state_dict(),
+        "rng": capture_rng(state.generator),
     }
 
 
@@ -332,73 +362,68 @@ def spec_changes(old: Any, new: Any, prefix: str = "") -> list[str]:
     return [] if old == new else [prefix.rstrip(".")]
 
 
-def stale_checkpoint_reason(state: dict[str, Any], spec: RunSpec, steps_per_epoch: int) -> str | None:
+def stale_checkpoint_reason(saved: dict[str, Any], spec: RunSpec, steps_per_epoch: int) -> str | None:
     """Why a checkpoint cannot be resumed by this run (None: it can)."""
-    if state.get("format") != CHECKPOINT_FORMAT:
-        return f"it has checkpoint format {state.get('format')!r}, this code writes {CHECKPOINT_FORMAT}"
-    if state.get("spec") != spec.to_dict():
-        return f"the run spec changed ({', '.join(spec_changes(state.get('spec'), spec.to_dict())) or 'format'})"
-    if state["steps_per_epoch"] != steps_per_epoch:
-        return f"it has {state['steps_per_epoch']} steps per epoch, this data gives {steps_per_epoch} (the data changed)"
+    if saved.get("format") != CHECKPOINT_FORMAT:
+        return f"it has checkpoint format {saved.get('format')!r}, this code writes {CHECKPOINT_FORMAT}"
+    if saved.get("spec") != spec.to_dict():
+        return f"the run spec changed ({', '.join(spec_changes(saved.get('spec'), spec.to_dict())) or 'format'})"
+    if saved["steps_per_epoch"] != steps_per_epoch:
+        return f"it has {saved['steps_per_epoch']} steps per epoch, this data gives {steps_per_epoch} (the data changed)"
     return None
 
 
-def resume(
-    path: Path, spec: RunSpec, steps_per_epoch: int, encoder: nn.Module, head: nn.Module, loss_fn: nn.Module,
-    optimizer: torch.optim.Optimizer, generator: torch.Generator,
-) -> tuple[int, int]:  # fmt: skip
-    """Restore a checkpoint written by this spec; return (epochs done, steps done).
+def resume(state: TrainingState, path: Path) -> None:
+    """Restore into `state` the checkpoint at `path` if this spec wrote it.
 
     A checkpoint of another spec or other data (a config edited between runs) is stale: it is
-    deleted, with the training log beside it, and the run starts over from epoch 1.
+    deleted, with the training log beside it, and `state` stays at epoch 0.
     """
-    state = load_checkpoint(path)
-    reason = stale_checkpoint_reason(state, spec, steps_per_epoch)
+    saved = load_checkpoint(path)
+    reason = stale_checkpoint_reason(saved, state.spec, state.steps_per_epoch)
     if reason is not None:
         print(f"pretrain: discarding {path.name}: {reason}; starting over from epoch 1", file=sys.stderr)
         path.unlink()
         (path.parent / "train_log.csv").unlink(missing_ok=True)
-        return 0, 0
-    load_trainable_state(encoder, state["encoder"], path)
-    head.load_state_dict(state["head"])
-    loss_fn.load_state_dict(state["loss"])
-    optimizer.load_state_dict(state["optimizer"])
-    restore_rng(state["rng"], generator)
-    print(f"pretrain: resumed from {path.name} after epoch {state['epoch']}", file=sys.stderr)
-    return int(state["epoch"]), int(state["step"])
+        return
+    load_trainable_state(state.encoder, saved["encoder"], path)
+    state.head.load_state_dict(saved["head"])
+    state.loss_fn.load_state_dict(saved["loss"])
+    state.optimizer.load_state_dict(saved["optimizer"])
+    restore_rng(saved["rng"], state.generator)
+    state.epoch, state.step = int(saved["epoch"]), int(saved["step"])
+    print(f"pretrain: resumed from {path.name} after epoch {state.epoch}", file=sys.stderr)
 
 
 # ------------------------------------------------------------------------------ loop
 
 
-def train_epoch(
-    epoch: int, first_step: int, steps: int, total_steps: int, loader: torch.utils.data.DataLoader,
-    encoder: nn.Module, head: nn.Module, loss_fn: nn.Module, optimizer: torch.optim.Optimizer,
-    spec: RunSpec, device: torch.device, precision: str,
-) -> dict[str, Any]:  # fmt: skip
-    """Run `steps` optimisation steps; return this epoch's train_log.csv row."""
-    cfg = spec.pretrain
-    warmup = warmup_steps_for(total_steps, cfg.warmup_fraction)
-    parameters = [p for group in optimizer.param_groups for p in group["params"]]
-    for module in (encoder, head, loss_fn):
+def train_epoch(state: TrainingState, loader: torch.utils.data.DataLoader) -> dict[str, Any]:
+    """Train the next epoch (steps_per_epoch optimisation steps), count it in `state`, and
+    return its train_log.csv row."""
+    spec, cfg, device = state.spec, state.spec.pretrain, state.device
+    epoch, steps = state.epoch + 1, state.steps_per_epoch
+    warmup = warmup_steps_for(state.total_steps, cfg.warmup_fraction)
+    parameters = [p for group in state.optimizer.param_groups for p in group["params"]]
+    for module in (state.encoder, state.head, state.loss_fn):
         module.train()
     loss_sum = torch.zeros((), device=device)
     lr = 0.0
     started = time.perf_counter()
     progress = tqdm(total=steps, desc=f"pretrain epoch {epoch}/{cfg.epochs}", disable=None, file=sys.stderr)
     for index, batch in zip(range(steps), loader):
-        lr = learning_rate(first_step + index, total_steps, warmup, cfg.lr)
-        for group in optimizer.param_groups:
+        lr = learning_rate(state.step + index, state.total_steps, warmup, cfg.lr)
+        for group in state.optimizer.param_groups:
             group["lr"] = lr
         labels = batch["labels"].to(device, non_blocking=True)
-        with autocast(device, precision):
-            features = contrastive_features(encoder, head, batch, spec.modality, cfg.text_views, device)
-            loss = loss_fn(features, labels)
-        optimizer.zero_grad(set_to_none=True)
+        with autocast(device, state.precision):
+            features = contrastive_features(state.encoder, state.head, batch, spec.modality, cfg.text_views, device)
+            loss = state.loss_fn(features, labels)
+        state.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         if cfg.grad_clip is not None:
             nn.utils.clip_grad_norm_(parameters, cfg.grad_clip)
-        optimizer.step()
+        state.optimizer.step()
         loss_sum += loss.detach()
         progress.update()
         if (index + 1) % PROGRESS_EVERY == 0:
@@ -408,6 +433,7 @@ def train_epoch(
     mean_loss = loss_sum.item() / steps
     if not math.isfinite(mean_loss):
         raise RuntimeError(f"pretraining loss is {mean_loss} in epoch {epoch}; lower pretrain.lr or use fp32")
+    state.epoch, state.step = epoch, state.step + steps
     return {
         "epoch": epoch,
         "steps": steps,
@@ -442,28 +468,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     generator = seed_everything(spec.seed)
     if spec.loss == "none":
         return save_initial_encoder(spec, len(vocabulary), args.out, device, precision)
-    encoder, head, loss_fn = build_model(spec, len(vocabulary), device)
-    optimizer = make_optimizer(spec, encoder, head, loss_fn)
-    loader = training_loader(spec, train, args.prefix_cache, generator, device)
     steps_per_epoch = steps_per_epoch_for(len(train), spec.batch_size, cfg.max_steps_per_epoch)
-    total_steps = steps_per_epoch * cfg.epochs
+    state = start_training(spec, len(vocabulary), steps_per_epoch, generator, device, precision)
+    loader = training_loader(spec, train, args.prefix_cache, generator, device)
 
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
     checkpoint = out / "checkpoint.pt"
-    epochs_done, step = 0, 0
     if checkpoint.exists():
-        epochs_done, step = resume(checkpoint, spec, steps_per_epoch, encoder, head, loss_fn, optimizer, generator)
+        resume(state, checkpoint)
     write_json(out / "resolved_spec.json", spec.to_dict())
     write_json(out / "versions.json", software_versions(device, precision))
 
     started = last_checkpoint = time.perf_counter()
-    for epoch in range(epochs_done + 1, cfg.epochs + 1):
-        row = train_epoch(
-            epoch, step, steps_per_epoch, total_steps, loader, encoder, head, loss_fn, optimizer,
-            spec, device, precision,
-        )  # fmt: skip
-        step += steps_per_epoch
+    while state.epoch < cfg.epochs:
+        row = train_epoch(state, loader)
+        epoch = state.epoch
         append_log_row(out / "train_log.csv", row)
         print(
             f"pretrain epoch {epoch}/{cfg.epochs}: loss {row['loss']}, lr {row['lr']}, "
@@ -473,14 +493,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         stopping = args.stop_after_epoch == epoch
         if stopping or epoch == cfg.epochs or time.perf_counter() - last_checkpoint >= CHECKPOINT_INTERVAL_S:
-            save_checkpoint(
-                checkpoint, checkpoint_state(epoch, step, steps_per_epoch, spec, encoder, head, loss_fn, optimizer, generator)
-            )
+            save_checkpoint(checkpoint, checkpoint_state(state))
             last_checkpoint = time.perf_counter()
         if stopping:
             print(f"pretrain: stopped after epoch {epoch} as asked (exit {EXIT_STOPPED})", file=sys.stderr)
             return EXIT_STOPPED
 
-    save_checkpoint(out / "head.pt", {k: v.detach().cpu() for k, v in head.state_dict().items()})
-    save_checkpoint(out / "encoder.pt", trainable_state(encoder))  # last: its presence means done
+    save_checkpoint(out / "head.pt", {k: v.detach().cpu() for k, v in state.head.state_dict().items()})
+    save_checkpoint(out / "encoder.pt", trainable_state(state.encoder))  # last: its presence means done
     return 0
