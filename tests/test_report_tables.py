@@ -195,6 +195,36 @@ def md_row(markdown: str, label: str) -> list[str]:
     raise AssertionError(f"no row {label!r}")
 
 
+PER_CLASS_NAME = "mean of per-class F1 (MulSupCon)"
+CAML_NAME = "harmonic mean of macro-P and macro-R (CAML)"
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("image", f"Macro-F1: {PER_CLASS_NAME}"),
+        ("aapd", f"Macro-F1: {PER_CLASS_NAME}"),
+        ("ablation", f"Macro-F1: {PER_CLASS_NAME}"),  # MS-COCO and AAPD: both per-class
+        ("mimic_full", f"Macro-F1: {CAML_NAME}"),
+        ("mimic_50", f"Macro-F1: {CAML_NAME}"),
+        ("sota", f"Macro-F1: {CAML_NAME}"),
+        ("paper_vs_run", f"Macro-F1 by dataset family: image: {PER_CLASS_NAME}; MIMIC: {CAML_NAME}"),
+    ],
+)
+def test_every_table_with_a_macro_f1_column_names_its_definition(name, expected):
+    runs = tidy_runs([("coco", "resnet", "simdissim", "macro_f1", 0.7), ("mimic3_full", "plm_icd", "simdissim", "macro_f1", 0.1)])
+    table = tables.build_table(name, runs)
+    assert expected in table.notes  # Markdown, under the table
+    assert tables.latex_escape(expected) in table.latex_notes  # LaTeX, a note row under \bottomrule
+    assert tables.latex_escape(expected) in tables.to_latex(table)
+
+
+def test_tables_without_macro_f1_name_no_definition():
+    assert not any("Macro-F1" in note for note in tables.build_table("cost", None).notes)
+    no_macro = tables.build_table("paper_vs_run", tidy_runs([("coco", "resnet", "simdissim", "micro_f1", 0.7)]))
+    assert not any("Macro-F1" in note for note in no_macro.notes)
+
+
 def test_image_table_mean_std_bold_and_missing_marker():
     runs = tidy_runs(
         [
