@@ -207,6 +207,9 @@ def test_cli_writes_every_artifact(tmp_path, capsys):
         text = (out / name).read_text()
         assert "MS-COCO" in text and "Yeast" in text
     assert "one family per metric" in (out / "claim_tests.md").read_text()
+    # MS-COCO (image) and yeast (tabular) both report the per-class macro-F1; every caption says so.
+    for name in ("claim_summary.md", "claim_tests.md", "claim_summary.tex", "claim_tests.tex"):
+        assert "Macro-F1: mean of per-class F1 (MulSupCon)." in (out / name).read_text(), name
     assert r"\toprule" in (out / "claim_tests.tex").read_text()
 
     outcome = (out / "claim_outcome.md").read_text()

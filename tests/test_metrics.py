@@ -18,6 +18,9 @@ from sklearn.metrics import (
 )
 
 from mscl import metrics
+from mscl.errors import InputError
+
+CAML, PER_CLASS = metrics.MACRO_F1_CAML, metrics.MACRO_F1_PER_CLASS
 
 # 4 examples x 3 labels. Label 2 has no positive; example 3 has no label.
 HAND_Y = np.array(
@@ -44,7 +47,7 @@ HAND_SCORES = np.array(
 
 
 def test_evaluate_matches_hand_computed_values() -> None:
-    result = metrics.evaluate(HAND_Y, HAND_SCORES, k=(1, 2, 3))
+    result = metrics.evaluate(HAND_Y, HAND_SCORES, k=(1, 2, 3), macro_f1_definition=CAML)
     # micro: TP = 2, FP = 3, FN = 2 -> P = 2/5, R = 2/4, F1 = 2*2 / (2*2 + 3 + 2) = 4/9
     assert result["micro_precision"] == pytest.approx(2 / 5)
     assert result["micro_recall"] == pytest.approx(1 / 2)
@@ -77,7 +80,7 @@ def test_evaluate_matches_hand_computed_values() -> None:
 
 
 def test_evaluate_returns_plain_json_serialisable_values() -> None:
-    result = metrics.evaluate(HAND_Y, HAND_SCORES)
+    result = metrics.evaluate(HAND_Y, HAND_SCORES, macro_f1_definition=CAML)
     for key in ("micro_f1", "macro_f1", "map", "micro_auc", "macro_auc", "p_at_5", "p_at_8"):
         assert type(result[key]) is float
     for key in ("map_skipped_labels", "macro_auc_skipped_labels", "num_examples", "num_labels"):
@@ -100,7 +103,7 @@ SKEWED_SCORES = np.array([[0.9, 0.9], [0.9, 0.1], [0.9, 0.1], [0.9, 0.1]])
 
 
 def test_macro_f1_is_harmonic_mean_of_averages_not_mean_of_per_label_f1() -> None:
-    result = metrics.evaluate(SKEWED_Y, SKEWED_SCORES, k=(1,))
+    result = metrics.evaluate(SKEWED_Y, SKEWED_SCORES, k=(1,), macro_f1_definition=CAML)
     # macro P = (1/4 + 1)/2 = 5/8, macro R = (1 + 1/4)/2 = 5/8 -> harmonic mean 5/8
     assert result["macro_precision"] == pytest.approx(5 / 8)
     assert result["macro_recall"] == pytest.approx(5 / 8)
@@ -113,7 +116,7 @@ def test_macro_f1_is_harmonic_mean_of_averages_not_mean_of_per_label_f1() -> Non
 def test_edin_variants_have_their_own_keys_and_skip_absent_labels() -> None:
     result = metrics.evaluate_edin(HAND_Y, HAND_SCORES, threshold=0.5)
     assert set(result) == {"edin_micro_f1", "edin_macro_f1", "edin_threshold"}
-    assert not set(result) & set(metrics.evaluate(HAND_Y, HAND_SCORES))
+    assert not set(result) & set(metrics.evaluate(HAND_Y, HAND_SCORES, macro_f1_definition=CAML))
     assert result["edin_micro_f1"] == pytest.approx(4 / 9)
     # Only labels 0 and 1 have positives: (1/2 + 1/2) / 2; CAML's macro-F1 above was 1/3.
     assert result["edin_macro_f1"] == pytest.approx(1 / 2)
@@ -160,7 +163,7 @@ def _random_case(seed: int) -> tuple[np.ndarray, np.ndarray]:
 def test_agrees_with_sklearn_where_definitions_coincide(seed: int) -> None:
     y, scores = _random_case(seed)
     predicted = scores > 0.5
-    result = metrics.evaluate(y, scores, k=(1, 3, 5))
+    result = metrics.evaluate(y, scores, k=(1, 3, 5), macro_f1_definition=CAML)
     assert result["micro_f1"] == pytest.approx(f1_score(y, predicted, average="micro", zero_division=0))
     assert result["micro_precision"] == pytest.approx(precision_score(y, predicted, average="micro", zero_division=0))
     assert result["micro_recall"] == pytest.approx(recall_score(y, predicted, average="micro", zero_division=0))
@@ -186,16 +189,16 @@ def test_agrees_with_sklearn_where_definitions_coincide(seed: int) -> None:
 
 def test_chunked_paths_give_the_same_results(monkeypatch: pytest.MonkeyPatch) -> None:
     y, scores = _random_case(7)
-    expected = metrics.evaluate(y, scores, k=(2,))
+    expected = metrics.evaluate(y, scores, k=(2,), macro_f1_definition=CAML)
     expected_threshold = metrics.tune_threshold(y, scores)
     # Chunks of one row / one column exercise every chunk boundary.
     monkeypatch.setattr(metrics, "_CELLS_PER_CHUNK", 1)
-    assert metrics.evaluate(y, scores, k=(2,)) == pytest.approx(expected)
+    assert metrics.evaluate(y, scores, k=(2,), macro_f1_definition=CAML) == pytest.approx(expected)
     assert metrics.tune_threshold(y, scores) == expected_threshold
 
 
 def test_undefined_summaries_are_nan_and_empty_ratios_are_zero() -> None:
-    no_positives = metrics.evaluate(np.zeros((3, 2), dtype=int), np.full((3, 2), 0.2), k=(1,))
+    no_positives = metrics.evaluate(np.zeros((3, 2), dtype=int), np.full((3, 2), 0.2), k=(1,), macro_f1_definition=CAML)
     # Nothing true, nothing predicted: every 0/0 ratio is 0.
     assert no_positives["micro_f1"] == 0.0 and no_positives["macro_f1"] == 0.0
     assert math.isnan(no_positives["micro_auc"])
@@ -204,10 +207,116 @@ def test_undefined_summaries_are_nan_and_empty_ratios_are_zero() -> None:
     assert no_positives["p_at_1"] == 0.0
     assert math.isnan(metrics.edin_macro_f1(np.zeros((3, 2), dtype=int), np.full((3, 2), 0.2)))
 
-    all_positive = metrics.evaluate(np.ones((3, 2), dtype=int), np.full((3, 2), 0.7), k=(1,))
+    all_positive = metrics.evaluate(np.ones((3, 2), dtype=int), np.full((3, 2), 0.7), k=(1,), macro_f1_definition=CAML)
     assert math.isnan(all_positive["micro_auc"])
     assert all_positive["map"] == 1.0  # precision is 1 at every recall level
     assert all_positive["micro_f1"] == 1.0
+
+
+# ------------------------------------------------------------- the two macro-F1 definitions
+
+
+def test_evaluate_returns_both_macro_f1_definitions_and_macro_f1_is_the_one_asked_for() -> None:
+    # SKEWED: CAML = harmonic mean of macro-P 5/8 and macro-R 5/8 = 5/8; per-class = (2/5 + 2/5)/2.
+    caml = metrics.evaluate(SKEWED_Y, SKEWED_SCORES, k=(1,), macro_f1_definition=CAML)
+    per_class = metrics.evaluate(SKEWED_Y, SKEWED_SCORES, k=(1,), macro_f1_definition=PER_CLASS)
+    for result in (caml, per_class):
+        assert result["macro_f1_caml"] == pytest.approx(5 / 8)
+        assert result["macro_f1_per_class"] == pytest.approx(2 / 5)
+    assert caml["macro_f1"] == caml["macro_f1_caml"] and per_class["macro_f1"] == per_class["macro_f1_per_class"]
+    assert {k: v for k, v in caml.items() if k != "macro_f1"} == {k: v for k, v in per_class.items() if k != "macro_f1"}
+    assert metrics.macro_f1_caml(SKEWED_Y, SKEWED_SCORES) == pytest.approx(5 / 8)
+    assert metrics.macro_f1_per_class(SKEWED_Y, SKEWED_SCORES) == pytest.approx(2 / 5)
+    assert metrics.macro_f1_variants(SKEWED_Y, SKEWED_SCORES) == pytest.approx({"macro_f1_caml": 5 / 8, "macro_f1_per_class": 2 / 5})
+    with pytest.raises(ValueError, match="unknown macro-F1 definition 'mean'"):
+        metrics.evaluate(SKEWED_Y, SKEWED_SCORES, macro_f1_definition="mean")
+    with pytest.raises(TypeError):
+        metrics.evaluate(SKEWED_Y, SKEWED_SCORES)  # no silent default: every caller names its definition
+
+
+def _naive_per_class_macro_f1(y: np.ndarray, scores: np.ndarray, threshold: float = 0.5) -> float:
+    """The formula by loops: per class F1 = 2TP / (2TP + FP + FN), 0 when 2TP + FP + FN = 0, mean over all classes."""
+    f1s = []
+    for j in range(y.shape[1]):
+        tp = fp = fn = 0
+        for i in range(y.shape[0]):
+            predicted, gold = scores[i][j] > threshold, y[i][j] == 1
+            tp += predicted and gold
+            fp += predicted and not gold
+            fn += gold and not predicted
+        f1s.append(2 * tp / (2 * tp + fp + fn) if 2 * tp + fp + fn else 0.0)
+    return sum(f1s) / len(f1s)
+
+
+def _with_an_empty_class(seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """A random case whose column 0 is never true and never predicted (its F1 is 0/0) and whose
+    column 2 is never true but predicted (F1 0, defined; Edin's mean would skip it)."""
+    y, scores = _random_case(seed)
+    scores[:, 0] = np.minimum(scores[:, 0], 0.5)
+    y[:, 2] = 0
+    scores[0, 2] = 0.9
+    return y, scores
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_per_class_macro_f1_is_the_formula_and_sklearns_macro_with_zero_division_0(seed: int) -> None:
+    y, scores = _with_an_empty_class(seed)
+    predicted = scores > 0.5
+    value = metrics.macro_f1_per_class(y, scores)
+    assert value == pytest.approx(_naive_per_class_macro_f1(y, scores))
+    # Agree: scikit-learn's macro average with the 0/0 class counted 0.
+    assert value == pytest.approx(f1_score(y, predicted, average="macro", zero_division=0))
+    # Differ, only through the 0/0 class: zero_division=1 counts it 1, zero_division=nan drops it
+    # (the mean over the classes where F1 is defined). Both differ by exactly that one class.
+    num_labels = y.shape[1]
+    assert f1_score(y, predicted, average="macro", zero_division=1) == pytest.approx(value + 1 / num_labels)
+    assert f1_score(y, predicted, average="macro", zero_division=np.nan) == pytest.approx(value * num_labels / (num_labels - 1))
+    # MulSupCon's formula, 2TP / (2TP + FP + FN + 1e-6) averaged over its finite values: the +1e-6
+    # makes the 0/0 class a finite 0, so its filter keeps it, and the value is ours up to the epsilon.
+    tp = (predicted & (y == 1)).sum(axis=0)
+    fp = (predicted & (y == 0)).sum(axis=0)
+    fn = (~predicted & (y == 1)).sum(axis=0)
+    with_epsilon = 2 * tp / (2 * tp + fp + fn + 1e-6)
+    assert np.isfinite(with_epsilon).all()
+    assert value == pytest.approx(with_epsilon.mean(), abs=1e-6)
+    # CAML's definition is scikit-learn's macro P and R combined, not the mean of per-class F1.
+    macro_p, macro_r, _, _ = precision_recall_fscore_support(y, predicted, average="macro", zero_division=0)
+    assert metrics.macro_f1_caml(y, scores) == pytest.approx(2 * macro_p * macro_r / (macro_p + macro_r))
+
+
+def test_per_class_macro_f1_keeps_labels_without_positives_unlike_edin() -> None:
+    # HAND: per-class F1 [1/2, 1/2, 0]; label 2 has no positive but one false positive.
+    assert metrics.macro_f1_per_class(HAND_Y, HAND_SCORES) == pytest.approx(1 / 3)
+    assert metrics.edin_macro_f1(HAND_Y, HAND_SCORES) == pytest.approx(1 / 2)
+
+
+def _config_dataset_settings() -> list[str]:
+    from pathlib import Path
+
+    import yaml
+
+    schema = yaml.safe_load((Path(__file__).parents[1] / "workflow" / "schemas" / "config.schema.yaml").read_text())
+    return schema["properties"]["datasets"]["items"]["enum"]
+
+
+def test_every_dataset_setting_has_a_family_and_each_family_a_definition() -> None:
+    # Ties the mapping to the config schema: a new dataset setting cannot be forgotten here.
+    settings = _config_dataset_settings()
+    assert sorted(metrics.DATASET_FAMILIES) == sorted(settings)
+    assert set(metrics.DATASET_FAMILIES.values()) == set(metrics.FAMILY_MACRO_F1)
+    assert set(metrics.FAMILY_MACRO_F1.values()) == set(metrics.MACRO_F1_DEFINITIONS)
+    expected = {
+        "coco": PER_CLASS, "voc": PER_CLASS, "nuswide": PER_CLASS, "aapd": PER_CLASS,
+        "mimic3_full": CAML, "mimic3_50": CAML, "mimic4_icd9_full": CAML, "mimic4_icd9_50": CAML,
+        "mimic4_icd10_full": CAML, "mimic4_icd10_50": CAML,
+        "yeast": PER_CLASS, "debtags": PER_CLASS, "fashion_mnist": PER_CLASS,
+    }  # fmt: skip
+    assert {name: metrics.macro_f1_definition(name) for name in settings} == expected
+    assert {metrics.dataset_family(name) for name in ("coco", "voc", "nuswide", "fashion_mnist")} == {"image"}
+    assert {metrics.dataset_family(name) for name in ("aapd", "debtags")} == {"text"}
+    assert metrics.dataset_family("yeast") == "tabular"
+    with pytest.raises(InputError, match="spec.json .field 'dataset'.: dataset 'toy' has no family"):
+        metrics.macro_f1_definition("toy", "spec.json")
 
 
 # Training counts: label 1 (50), label 2 (20), label 3 (20), label 0 (5), label 4 (5); total 100.
@@ -221,10 +330,29 @@ BUCKET_SCORES = np.array([[0.9, 0.1, 0.9, 0.9, 0.1], [0.1, 0.1, 0.9, 0.1, 0.9]])
 def test_bucket_macro_f1_on_hand_example() -> None:
     assert metrics.per_class_f1(BUCKET_Y, BUCKET_SCORES) == pytest.approx([1, 0, 1, 2 / 3, 0])
     # 60% of 100 = 60: cumulative 50, 70 -> head {1, 2} (label 2 before 3: tie by index)
-    result = metrics.bucket_macro_f1(BUCKET_Y, BUCKET_SCORES, TRAIN_COUNTS, head_share=0.6)
+    result = metrics.bucket_macro_f1(BUCKET_Y, BUCKET_SCORES, TRAIN_COUNTS, head_share=0.6, definition=PER_CLASS)
     assert result["head_labels"] == 2 and result["tail_labels"] == 3
     assert result["head"] == pytest.approx((0 + 1) / 2)
     assert result["tail"] == pytest.approx((2 / 3 + 1 + 0) / 3)
+
+
+def test_bucket_macro_f1_uses_the_definition_it_is_given() -> None:
+    # CAML per bucket: head {1, 2}: P (0 + 1)/2, R (0 + 1)/2 -> 1/2;
+    # tail {3, 0, 4}: P (1 + 1 + 0)/3 = 2/3, R (1/2 + 1 + 0)/3 = 1/2 -> 2 (2/3)(1/2) / (2/3 + 1/2) = 4/7.
+    result = metrics.bucket_macro_f1(BUCKET_Y, BUCKET_SCORES, TRAIN_COUNTS, head_share=0.6, definition=CAML)
+    assert result["head"] == pytest.approx(1 / 2)
+    assert result["tail"] == pytest.approx(4 / 7)
+    with pytest.raises(ValueError, match="unknown macro-F1 definition"):
+        metrics.bucket_macro_f1(BUCKET_Y, BUCKET_SCORES, TRAIN_COUNTS, definition="mean")
+
+
+@pytest.mark.parametrize("definition", [CAML, PER_CLASS])
+def test_a_bucket_of_every_class_is_the_tables_macro_f1(definition: str) -> None:
+    # head_share 1.0 puts every class in the head: the bucket must then equal evaluate()'s macro_f1.
+    y, scores = _with_an_empty_class(3)
+    bucket = metrics.bucket_macro_f1(y, scores, np.arange(1, y.shape[1] + 1), head_share=1.0, definition=definition)
+    assert bucket["tail_labels"] == 0 and math.isnan(bucket["tail"])
+    assert bucket["head"] == pytest.approx(metrics.evaluate(y, scores, macro_f1_definition=definition)["macro_f1"])
 
 
 @pytest.mark.parametrize(
@@ -274,15 +402,15 @@ def test_invalid_inputs_raise_value_error_naming_the_argument(
     y_true: np.ndarray, scores: np.ndarray, message: str
 ) -> None:
     with pytest.raises(ValueError, match=message):
-        metrics.evaluate(y_true, scores)
+        metrics.evaluate(y_true, scores, macro_f1_definition=CAML)
 
 
 def test_invalid_k_counts_and_threshold_raise() -> None:
     with pytest.raises(ValueError, match="k must be a positive integer"):
-        metrics.evaluate(HAND_Y, HAND_SCORES, k=(0,))
+        metrics.evaluate(HAND_Y, HAND_SCORES, k=(0,), macro_f1_definition=CAML)
     with pytest.raises(ValueError, match="threshold must be a finite number"):
-        metrics.evaluate(HAND_Y, HAND_SCORES, threshold=float("nan"))
+        metrics.evaluate(HAND_Y, HAND_SCORES, threshold=float("nan"), macro_f1_definition=CAML)
     with pytest.raises(ValueError, match="train_counts has shape"):
-        metrics.bucket_macro_f1(HAND_Y, HAND_SCORES, [1, 2])
+        metrics.bucket_macro_f1(HAND_Y, HAND_SCORES, [1, 2], definition=PER_CLASS)
     with pytest.raises(ValueError, match="head_share"):
         metrics.head_tail_split(TRAIN_COUNTS, 0.0)

@@ -334,7 +334,7 @@ def test_pretrain_and_probe_train_the_top_layer_on_the_cache(cache_file: Path, t
     from mscl.train.spec import RunSpec
 
     spec = {
-        "dataset": "toy", "encoder_name": "bert", "encoder": spec_json(tiny_bert), "loss": "simdissim",
+        "dataset": "aapd", "encoder_name": "bert", "encoder": spec_json(tiny_bert), "loss": "simdissim",
         "batch_size": 4, "pretrain": {"epochs": 1, "projection_dim": 8, "lr": 0.001}, "probe": {"epochs": 2},
     }  # fmt: skip
     cache = ["--prefix-cache", str(cache_file)]

@@ -15,7 +15,7 @@ import torch
 
 from mscl.__main__ import main as mscl_main
 from mscl.data.manifest import write_dataset
-from mscl.metrics import evaluate
+from mscl.metrics import MACRO_F1_CAML, MACRO_F1_PER_CLASS, evaluate
 from mscl.models import build_encoder
 from mscl.demo.tiny_models import make_tiny_models
 from mscl.train import probe as probe_module
@@ -68,7 +68,7 @@ def shuffled_data(keyword_data: Path, tmp_path_factory: pytest.TempPathFactory) 
 def keyword_spec(roberta: Path, epochs: int = 5) -> dict:
     """Tiny RoBERTa with mean pooling (its first token barely depends on the text at random init)."""
     return {
-        "dataset": "keywords",
+        "dataset": "aapd",  # a text setting: its macro_f1 is the per-class mean
         "encoder_name": "tiny-roberta",
         "encoder": {"kind": "hf", "path": str(roberta), "max_length": 64, "pooling": "mean"},
         "loss": "simdissim",
@@ -157,9 +157,12 @@ def test_test_scores_file_recomputes_the_reported_metrics(
     assert vocabulary == KEYWORDS and scores.dtype == np.float32 and frame["id"].tolist() == test["id"].tolist()
     assert y_true.tolist() == [[label in set(row) for label in KEYWORDS] for row in test["labels"]]
     metrics = json.loads((tmp_path / "metrics.json").read_text())
-    recomputed = evaluate(y_true, scores)
-    for key in ("micro_f1", "macro_f1", "map", "p_at_5"):
+    assert metrics["macro_f1_definition"] == MACRO_F1_PER_CLASS
+    recomputed = evaluate(y_true, scores, macro_f1_definition=MACRO_F1_PER_CLASS)
+    for key in ("micro_f1", "macro_f1", "macro_f1_caml", "macro_f1_per_class", "map", "p_at_5"):
         assert recomputed[key] == pytest.approx(metrics["test"][key])
+    for section in ("test", "val_best"):
+        assert metrics[section]["macro_f1"] == metrics[section]["macro_f1_per_class"]
     log = pd.read_csv(tmp_path / "probe_log.csv")
     assert log["epoch"].tolist() == [1, 2, 3] and metrics["best_epoch"] == int(log["val_selected"].idxmax()) + 1
 
@@ -179,6 +182,10 @@ def test_probe_refuses_weights_that_do_not_fit_the_encoder(
     other = {**spec, "encoder": {**spec["encoder"], "pooling": "cls"}}
     assert run("probe", keyword_data, other, tmp_path / "out", pretrained) == 1
     assert "different encoder spec" in capsys.readouterr().err
+    # A dataset without a family has no macro-F1 definition: refused before any work.
+    assert run("probe", keyword_data, {**spec, "dataset": "keywords"}, tmp_path / "unknown", pretrained) == 1
+    assert "dataset 'keywords' has no family" in capsys.readouterr().err
+    assert not (tmp_path / "unknown").exists()
 
 
 def test_best_epoch_selection_keeps_the_earliest_best_and_never_picks_nan() -> None:
@@ -191,8 +198,9 @@ def test_train_probe_learns_a_linear_rule_and_reports_the_selected_epoch() -> No
     features = {name: torch.randn(n, 8, generator=generator) for name, n in (("train", 256), ("val", 64))}
     targets = {name: (x[:, :3] > 0).float() for name, x in features.items()}  # label j = sign of feature j
     cfg = ProbeSpec(epochs=5, lr=0.05, batch_size=32)
-    layer, best_epoch, val_best, rows = train_probe(features, targets, cfg, seed=0, device=torch.device("cpu"))
+    layer, best_epoch, val_best, rows = train_probe(features, targets, cfg, seed=0, device=torch.device("cpu"), macro_f1=MACRO_F1_CAML)
     selected = [float(row["val_selected"]) for row in rows]
     assert best_epoch == selected.index(max(selected)) + 1
     assert val_best["micro_f1"] == pytest.approx(max(selected), abs=1e-6) and val_best["micro_f1"] >= 0.9
     assert layer.weight.shape == (3, 8)
+    assert val_best["macro_f1"] == val_best["macro_f1_caml"]  # the definition it was given

@@ -17,7 +17,7 @@ import yaml
 from mscl.__main__ import main as mscl_main
 from mscl.data.manifest import write_dataset
 from mscl.errors import InputError
-from mscl.metrics import evaluate
+from mscl.metrics import MACRO_F1_PER_CLASS as PER_CLASS, evaluate
 from mscl.report import collect, figures, tables
 from mscl.report.collect import load_runs, read_test_scores
 
@@ -40,7 +40,7 @@ def split_frame(prefix: str, labels: list[list[str]]) -> pd.DataFrame:
 
 @pytest.fixture
 def toy_manifest(tmp_path: Path) -> Path:
-    data = tmp_path / "data" / "toy"
+    data = tmp_path / "data" / "coco"  # the folder name is the dataset setting: an image one
     write_dataset(data, {"train": split_frame("tr", TRAIN), "val": split_frame("va", VAL), "test": split_frame("te", TEST)}, labels=VOCABULARY)
     return data
 
@@ -60,7 +60,7 @@ def same_metrics(written: dict, expected: dict) -> None:
 
 
 def test_chance_cli_scores_are_train_frequencies_and_metrics_come_from_evaluate(toy_manifest, tmp_path):
-    probe = tmp_path / "results" / "runs" / "toy" / "chance" / "chance" / "bs0" / "seed0" / "probe"
+    probe = tmp_path / "results" / "runs" / "coco" / "chance" / "chance" / "bs0" / "seed0" / "probe"
     assert mscl_main(["chance", "--data", str(toy_manifest), "--out", str(probe)]) == 0
 
     # By hand: the fraction of the 4 train samples carrying each label.
@@ -72,27 +72,35 @@ def test_chance_cli_scores_are_train_frequencies_and_metrics_come_from_evaluate(
     np.testing.assert_allclose(scores, np.tile(prior, (4, 1)), rtol=0, atol=1e-7)
 
     document = json.loads((probe / "metrics.json").read_text())
-    same_metrics(document["test"], evaluate(multi_hot(TEST), np.tile(prior, (4, 1))))
-    same_metrics(document["val_best"], evaluate(multi_hot(VAL), np.tile(prior, (3, 1))))
+    same_metrics(document["test"], evaluate(multi_hot(TEST), np.tile(prior, (4, 1)), macro_f1_definition=PER_CLASS))
+    same_metrics(document["val_best"], evaluate(multi_hot(VAL), np.tile(prior, (3, 1)), macro_f1_definition=PER_CLASS))
     # The floor by hand: only a (0.75 > 0.5) is predicted; a is right on te0 and te2 -> micro-F1
     # 2*2 / (2*2 + 2 FP + 4 FN); every label's scores tie -> AUC 0.5, AP = test prevalence.
     test = document["test"]
     assert test["micro_f1"] == pytest.approx(0.4)
+    # coco is an image setting: macro_f1 is the per-class mean, F1 a = 2*2 / (2*2 + 2) = 2/3, b = c = d = 0.
+    assert document["macro_f1_definition"] == PER_CLASS and test["macro_f1"] == pytest.approx((2 / 3) / 4)
     assert test["macro_auc"] == 0.5 and test["map"] == pytest.approx((2 + 1 + 2 + 1) / 4 / 4)
     assert {k: document[k] for k in ("best_epoch", "feature_dim", "num_labels", "select_metric")} == {"best_epoch": 0, "feature_dim": 0, "num_labels": 4, "select_metric": "micro_f1"}
     assert document["ignored_label_occurrences"] == {"train": 0, "val": 1, "test": 0}
-    assert document["spec"] == {"dataset": "toy", "loss": "chance", "encoder_name": "chance", "batch_size": 0, "seed": 0}
+    assert document["spec"] == {"dataset": "coco", "loss": "chance", "encoder_name": "chance", "batch_size": 0, "seed": 0}
     assert not any(p.name.startswith(".") for p in probe.iterdir())  # atomic writes leave no temporaries
 
 
+def test_chance_refuses_a_dataset_without_a_macro_f1_family(toy_manifest, tmp_path, capsys):
+    assert mscl_main(["chance", "--data", str(toy_manifest), "--out", str(tmp_path / "out"), "--dataset", "toy"]) == 1
+    assert "dataset 'toy' has no family" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
 def test_collect_reads_the_chance_run_under_the_reference_role(toy_manifest, tmp_path):
-    probe = tmp_path / "runs" / "toy" / "chance" / "chance" / "bs0" / "seed0" / "probe"
+    probe = tmp_path / "runs" / "coco" / "chance" / "chance" / "bs0" / "seed0" / "probe"
     assert mscl_main(["chance", "--data", str(toy_manifest), "--out", str(probe)]) == 0
     out = tmp_path / "all_runs.csv"
-    argv = ["--metrics", str(probe / "metrics.json"), "--roles", "chance=reference", "--train-counts", f"toy={toy_manifest / 'stats.json'}", "--out", str(out)]
+    argv = ["--metrics", str(probe / "metrics.json"), "--roles", "chance=reference", "--train-counts", f"coco={toy_manifest / 'stats.json'}", "--out", str(out)]
     assert mscl_main(["collect", *argv]) == 0
     runs = load_runs(out)
-    assert set(zip(runs["dataset"], runs["encoder"], runs["encoder_role"], runs["loss"], runs["batch_size"], runs["seed"])) == {("toy", "chance", "reference", "chance", 0, 0)}
+    assert set(zip(runs["dataset"], runs["encoder"], runs["encoder_role"], runs["loss"], runs["batch_size"], runs["seed"])) == {("coco", "chance", "reference", "chance", 0, 0)}
     test = runs[runs["split"] == "test"].set_index("metric")["value"]
     assert test["micro_f1"] == pytest.approx(0.4) and test["macro_auc"] == 0.5
     # Buckets from the saved scores: head {a, b} (5 of 6 train instances), tail {c, d}; only a is

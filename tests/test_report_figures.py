@@ -118,6 +118,20 @@ def test_frequency_buckets_plots_head_and_tail_and_names_bucket_sizes():
     assert "23 classes" in title and "57 classes" in title
 
 
+def test_frequency_buckets_use_the_image_tables_macro_f1_definition():
+    from mscl.metrics import MACRO_F1_PER_CLASS, macro_f1_definition
+    from mscl.report import tables
+    from mscl.report.style import IMAGE_DATASETS, MACRO_F1_DEFINITION_NAMES
+
+    figure, data = figures.frequency_buckets_figure(tidy_runs([("coco", "resnet", "simdissim", "bucket_head_macro_f1", 0.7)]))
+    # The figure extends the image table: one definition for its MS-COCO buckets and every image column.
+    assert set(data["macro_f1_definition"]) == {macro_f1_definition("coco")} == {macro_f1_definition(d) for d in IMAGE_DATASETS} == {MACRO_F1_PER_CLASS}
+    name = MACRO_F1_DEFINITION_NAMES[MACRO_F1_PER_CLASS]
+    assert name in figure.axes[0].get_ylabel()
+    image = tables.build_table("image", tidy_runs([("coco", "resnet", "simdissim", "macro_f1", 0.7)]))
+    assert any(name in note for note in image.notes)
+
+
 def test_batch_size_uses_the_batch_sizes_present_and_the_validation_split(tmp_path):
     rows = [("coco", "resnet", m, "micro_f1", 0.5 + b / 1000, 0, b, "val") for m in ("all", "simdissim") for b in (32, 128)]
     rows.append(("coco", "resnet", "simdissim", "micro_f1", 0.99, 0, 64, "test"))  # a test value: not plotted

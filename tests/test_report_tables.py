@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from mscl import metrics
 from mscl.errors import InputError
 from mscl.report import collect, tables
 from mscl.report.collect import RUN_COLUMNS, collect_runs, load_runs, read_test_scores
@@ -30,13 +31,14 @@ PREDICTED = [{"a", "b"}, {"a", "b"}, {"d"}, {"a"}]
 # Per-class F1: a 1 (3 tp), b 0.5 (1 tp, 1 fp, 1 fn), c 0 (1 fn), d 1 -> head 0.75, tail 0.5.
 
 
-def write_probe(root: Path, dataset: str, encoder: str, loss: str, batch: int, seed: int, test: dict, scores: bool) -> Path:
+def write_probe(root: Path, dataset: str, encoder: str, loss: str, batch: int, seed: int, test: dict, scores: bool, val: dict | None = None) -> Path:
     """A probe folder like the training stage writes; returns its metrics.json path."""
     probe = root / "runs" / dataset / encoder / loss / f"bs{batch}" / f"seed{seed}" / "probe"
     probe.mkdir(parents=True)
     # The run axes as the probe records them (its whole RunSpec; here only the keys collect reads).
+    val = {"micro_f1": 0.5, "epoch_note": "text is ignored"} if val is None else val
     spec = {"dataset": dataset, "encoder_name": encoder, "loss": loss, "batch_size": batch, "seed": seed}
-    document = {"test": test, "val_best": {"micro_f1": 0.5, "epoch_note": "text is ignored"}, "best_epoch": 3, "num_labels": 4, "spec": spec}
+    document = {"test": test, "val_best": val, "best_epoch": 3, "num_labels": 4, "spec": spec}
     (probe / "metrics.json").write_text(json.dumps(document))
     if scores:
         # As mscl.train.probe writes it: fixed-size score lists, vocabulary in the schema metadata.
@@ -83,7 +85,10 @@ def test_collect_cli_writes_a_csv_that_loads_back(run_tree, tmp_path):
     argv = ["--metrics", *map(str, paths), "--roles", "resnet_tiny=resnet", "roberta_tiny=roberta", "--train-counts", f"coco={stats}", "--out", str(out)]
     assert collect.main(argv) == 0
     runs = load_runs(out)
-    assert len(runs) == (3 + 4) + 2 + 2  # coco test metrics + 4 bucket rows, aapd test, 2 val rows
+    # coco test: micro_f1, map, macro_f1 + both named definitions (recomputed from the scores of
+    # this old-format file) + 4 bucket rows; aapd test: micro_f1, macro_f1_caml (its old macro_f1;
+    # no scores to recompute the per-class one); 2 val rows.
+    assert len(runs) == (5 + 4) + 2 + 2
     head = runs[(runs["metric"] == "bucket_head_macro_f1")]["value"]
     assert head.tolist() == [pytest.approx(0.75)]
     assert runs["value"].isna().sum() == 1
@@ -132,6 +137,61 @@ def test_read_test_scores_accepts_npz_and_parquet_with_labels_txt(run_tree, tmp_
         read_test_scores(tmp_path)
 
 
+def test_collect_reports_the_dataset_familys_macro_f1_from_the_named_definitions(tmp_path):
+    both = {"micro_f1": 0.6, "macro_f1": 0.3, "macro_f1_caml": 0.3, "macro_f1_per_class": 0.4}
+    paths = [
+        # coco's macro_f1 written as CAML's (say, by an older mapping): collect decides from the named entries.
+        write_probe(tmp_path, "coco", "resnet_tiny", "any", 32, 0, both, False, val=both),
+        write_probe(tmp_path, "mimic3_50", "roberta_tiny", "any", 16, 0, both, False, val=both),
+    ]
+    frame = collect_runs(paths, ROLES)
+    value = frame.set_index(["dataset", "split", "metric"])["value"]
+    for split in ("test", "val"):
+        assert value[("coco", split, "macro_f1")] == pytest.approx(0.4)  # image family: per-class
+        assert value[("mimic3_50", split, "macro_f1")] == pytest.approx(0.3)  # MIMIC family: CAML
+        assert value[("coco", split, "macro_f1_caml")] == pytest.approx(0.3)  # both kept under their names
+        assert value[("coco", split, "macro_f1_per_class")] == pytest.approx(0.4)
+    unknown = write_probe(tmp_path, "toy", "resnet_tiny", "any", 32, 0, both, False)
+    with pytest.raises(InputError, match="dataset 'toy' has no family"):
+        collect_runs([unknown], ROLES)
+
+
+def test_collect_computes_buckets_in_the_datasets_macro_f1_definition(run_tree, tmp_path, monkeypatch):
+    paths, stats = run_tree
+    mimic = write_probe(tmp_path, "mimic3_50", "roberta_tiny", "any", 16, 0, {"micro_f1": 0.5}, True)
+    asked = []
+
+    def spy(*args, **kwargs):
+        asked.append(kwargs["definition"])
+        return metrics.bucket_macro_f1(*args, **kwargs)
+
+    monkeypatch.setattr(collect, "bucket_macro_f1", spy)
+    counts = collect.read_train_counts(stats)
+    collect_runs([paths[0], mimic], ROLES, {"coco": counts, "mimic3_50": counts})
+    assert asked == [metrics.MACRO_F1_PER_CLASS, metrics.MACRO_F1_CAML]
+
+
+def test_collect_upgrades_metrics_json_from_before_the_per_family_macro_f1(tmp_path, capsys):
+    old = {"micro_f1": 0.6, "macro_f1": 0.42, "threshold": 0.5}  # macro_f1 was always CAML's then
+    paths = [
+        write_probe(tmp_path, "coco", "resnet_tiny", "any", 32, 0, old, True, val=old),
+        write_probe(tmp_path, "mimic3_50", "roberta_tiny", "any", 16, 0, old, False, val=old),
+    ]
+    frame = collect_runs(paths, ROLES)
+    value = frame.set_index(["dataset", "split", "metric"])["value"]
+    # coco test: both recomputed from test_scores.parquet; per-class F1 a 1, b 1/2, c 0, d 1.
+    assert value[("coco", "test", "macro_f1")] == pytest.approx(2.5 / 4)
+    assert value[("coco", "test", "macro_f1_per_class")] == pytest.approx(2.5 / 4)
+    # coco val: no val scores exist, so only CAML's value is known and macro_f1 is left out, with a note.
+    assert value[("coco", "val", "macro_f1_caml")] == pytest.approx(0.42)
+    assert ("coco", "val", "macro_f1") not in value.index
+    assert "val has no macro_f1_per_class" in capsys.readouterr().err
+    # mimic3_50 (CAML family): the old macro_f1 is the right one, test and val alike.
+    for split in ("test", "val"):
+        assert value[("mimic3_50", split, "macro_f1")] == pytest.approx(0.42)
+        assert value[("mimic3_50", split, "macro_f1_caml")] == pytest.approx(0.42)
+
+
 # ------------------------------------------------------------------------- tables
 
 
@@ -144,6 +204,36 @@ def md_row(markdown: str, label: str) -> list[str]:
         if cells[0] == label:
             return cells[1:]
     raise AssertionError(f"no row {label!r}")
+
+
+PER_CLASS_NAME = "mean of per-class F1 (MulSupCon)"
+CAML_NAME = "harmonic mean of macro-P and macro-R (CAML)"
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("image", f"Macro-F1: {PER_CLASS_NAME}"),
+        ("aapd", f"Macro-F1: {PER_CLASS_NAME}"),
+        ("ablation", f"Macro-F1: {PER_CLASS_NAME}"),  # MS-COCO and AAPD: both per-class
+        ("mimic_full", f"Macro-F1: {CAML_NAME}"),
+        ("mimic_50", f"Macro-F1: {CAML_NAME}"),
+        ("sota", f"Macro-F1: {CAML_NAME}"),
+        ("paper_vs_run", f"Macro-F1 by dataset family: image: {PER_CLASS_NAME}; MIMIC: {CAML_NAME}"),
+    ],
+)
+def test_every_table_with_a_macro_f1_column_names_its_definition(name, expected):
+    runs = tidy_runs([("coco", "resnet", "simdissim", "macro_f1", 0.7), ("mimic3_full", "plm_icd", "simdissim", "macro_f1", 0.1)])
+    table = tables.build_table(name, runs)
+    assert expected in table.notes  # Markdown, under the table
+    assert tables.latex_escape(expected) in table.latex_notes  # LaTeX, a note row under \bottomrule
+    assert tables.latex_escape(expected) in tables.to_latex(table)
+
+
+def test_tables_without_macro_f1_name_no_definition():
+    assert not any("Macro-F1" in note for note in tables.build_table("cost", None).notes)
+    no_macro = tables.build_table("paper_vs_run", tidy_runs([("coco", "resnet", "simdissim", "micro_f1", 0.7)]))
+    assert not any("Macro-F1" in note for note in no_macro.notes)
 
 
 def test_image_table_mean_std_bold_and_missing_marker():

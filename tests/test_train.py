@@ -98,7 +98,7 @@ def encoder_spec(kind: str, models: dict[str, Path]) -> dict:
 def run_spec(encoder: dict, loss: str = "simdissim", batch_size: int = 8, **pretrain) -> dict:
     """A small run: 16 px images, 32-d projection, 2-epoch probe."""
     return {
-        "dataset": "toy",
+        "dataset": "coco",  # any setting with a family: only the macro-F1 definition depends on it
         "encoder_name": encoder["kind"],
         "encoder": encoder,
         "loss": loss,

@@ -12,8 +12,13 @@ Conventions (CAML / PLM-ICD semantics, see docs/metrics.md):
 * a *summary* that has nothing to average over (micro-AUC with no positive or no negative,
   macro-AUC or mAP with no eligible label, Edin macro-F1 with no present label, a frequency
   bucket with no class) is ``float('nan')``;
-* macro-F1 is the harmonic mean of macro-precision and macro-recall, each averaged over ALL
-  label columns; the mean of per-label F1 over present labels is ``edin_macro_f1``;
+* macro-F1 has two definitions here, both over ALL label columns and both always returned by
+  ``evaluate`` under their own names: ``macro_f1_caml``, the harmonic mean of macro-precision
+  and macro-recall (CAML, the MIMIC papers), and ``macro_f1_per_class``, the mean of per-class
+  F1 = 2tp / (2tp + fp + fn) (MulSupCon's evaluation code, the image papers). Which one a
+  dataset's plain ``macro_f1`` means is decided in one place, ``DATASET_FAMILIES`` and
+  ``FAMILY_MACRO_F1`` (``macro_f1_definition(dataset)``); the mean of per-label F1 over labels
+  present in the split is a third, Edin et al.'s ``edin_macro_f1``;
 * rank metrics (AUC, AP) treat tied scores as sklearn does: a tie between a positive and a
   negative counts one half in AUC, and AP steps once per distinct score;
 * P@k breaks score ties by the lower label index.
@@ -25,9 +30,12 @@ bound memory.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Sequence
 
 import numpy as np
+
+from mscl.errors import InputError
 
 DEFAULT_THRESHOLD = 0.5
 # Edin et al. tune one global threshold on dev over this grid; read-only because it is a
@@ -37,6 +45,66 @@ DEFAULT_THRESHOLD_GRID.setflags(write=False)
 
 # About this many matrix cells per chunk: a few tens of MB of temporaries per chunk.
 _CELLS_PER_CHUNK = 4_000_000
+
+# ------------------------------------------------------------- macro-F1 per dataset family
+
+# The two macro-F1 definitions (Opitz & Burst, arXiv:1911.03347, call them "F1 of averages" and
+# "averaged F1"). `evaluate` returns both as f"macro_f1_{definition}".
+MACRO_F1_CAML = "caml"  # harmonic mean of macro-P and macro-R over all labels (CAML, PLM-ICD)
+MACRO_F1_PER_CLASS = "per_class"  # mean over all classes of per-class F1 (MulSupCon's code)
+MACRO_F1_DEFINITIONS = (MACRO_F1_CAML, MACRO_F1_PER_CLASS)
+
+# Which definition a family's reported `macro_f1` means, after the papers its numbers compare
+# with (docs/metrics.md says why for each):
+# * mimic: the paper cites CAML and Nguyen et al. for its MIMIC metrics, and every row of its
+#   SOTA table uses CAML's macro-F1;
+# * image: the paper follows MoCo, MulSupCon and Audibert et al.; MulSupCon's evaluation code
+#   averages per-class F1;
+# * text (AAPD; the claim check's debtags): the paper names no source. Its AAPD table reports the
+#   image protocol's F1 pair from the same probe, Audibert et al. (cited for those metrics) are
+#   a text paper that evaluates AAPD, and the multi-label text literature (and scikit-learn's
+#   average="macro") averages per-class F1;
+# * tabular (the claim check's yeast): MulSupCon's own benchmark, scored by its code.
+FAMILY_MACRO_F1 = {"image": MACRO_F1_PER_CLASS, "text": MACRO_F1_PER_CLASS, "tabular": MACRO_F1_PER_CLASS, "mimic": MACRO_F1_CAML}
+# Every dataset setting of workflow/schemas/config.schema.yaml -> its family.
+DATASET_FAMILIES = {
+    "coco": "image",
+    "voc": "image",
+    "nuswide": "image",
+    "fashion_mnist": "image",  # claim check: canvases of Fashion-MNIST images
+    "aapd": "text",
+    "debtags": "text",  # claim check: Debian package descriptions
+    "yeast": "tabular",  # claim check: MULAN yeast, MulSupCon's benchmark
+    **{f"{family}_{space}": "mimic" for family in ("mimic3", "mimic4_icd9", "mimic4_icd10") for space in ("full", "50")},
+}
+
+
+def dataset_family(dataset: str, source: str | Path | None = None) -> str:
+    """The family (image, text, tabular, mimic) of a dataset setting; InputError naming `source`
+    (the spec, run or folder that named the dataset) if it has none."""
+    try:
+        return DATASET_FAMILIES[dataset]
+    except KeyError:
+        raise InputError(
+            source,
+            f"dataset {dataset!r} has no family in mscl.metrics.DATASET_FAMILIES (known: "
+            f"{', '.join(sorted(DATASET_FAMILIES))}), so its macro-F1 definition is unknown",
+            "use one of those dataset settings, or add the new one there with its family",
+            field="dataset",
+        ) from None
+
+
+def macro_f1_definition(dataset: str, source: str | Path | None = None) -> str:
+    """The macro-F1 definition (MACRO_F1_CAML or MACRO_F1_PER_CLASS) a dataset's `macro_f1`
+    reports; InputError naming `source` for a dataset without a family."""
+    return FAMILY_MACRO_F1[dataset_family(dataset, source)]
+
+
+def macro_f1_key(definition: str) -> str:
+    """The metric key of one definition, e.g. 'macro_f1_per_class'; ValueError for an unknown one."""
+    if definition not in MACRO_F1_DEFINITIONS:
+        raise ValueError(f"unknown macro-F1 definition {definition!r}; use one of {list(MACRO_F1_DEFINITIONS)}")
+    return f"macro_f1_{definition}"
 
 
 # --------------------------------------------------------------------------- validation
@@ -155,18 +223,37 @@ def _edin_macro_f1_from_counts(tp: np.ndarray, fp: np.ndarray, fn: np.ndarray) -
     return float(_per_label_f1_from_counts(tp, fp, fn)[present].mean())
 
 
-def _micro_and_macro_from_counts(tp: np.ndarray, fp: np.ndarray, fn: np.ndarray) -> dict[str, float]:
-    """Micro P/R/F1 over the flattened matrix and CAML macro P/R/F1 over all label columns."""
+def _caml_macro_f1_from_counts(tp: np.ndarray, fp: np.ndarray, fn: np.ndarray) -> float:
+    """Harmonic mean of macro-P and macro-R, each the mean over ALL columns (0/0 -> 0)."""
+    return _harmonic_mean(float(_safe_ratio(tp, tp + fp).mean()), float(_safe_ratio(tp, tp + fn).mean()))
+
+
+def _per_class_macro_f1_from_counts(tp: np.ndarray, fp: np.ndarray, fn: np.ndarray) -> float:
+    """Mean over ALL columns of per-class F1 = 2tp / (2tp + fp + fn), 0 for a class never true nor predicted."""
+    return float(_per_label_f1_from_counts(tp, fp, fn).mean())
+
+
+_MACRO_F1_FROM_COUNTS = {MACRO_F1_CAML: _caml_macro_f1_from_counts, MACRO_F1_PER_CLASS: _per_class_macro_f1_from_counts}
+
+
+def _macro_f1_variants_from_counts(tp: np.ndarray, fp: np.ndarray, fn: np.ndarray) -> dict[str, float]:
+    """Both definitions under their keys: {'macro_f1_caml': ..., 'macro_f1_per_class': ...}."""
+    return {macro_f1_key(name): function(tp, fp, fn) for name, function in _MACRO_F1_FROM_COUNTS.items()}
+
+
+def _micro_and_macro_from_counts(tp: np.ndarray, fp: np.ndarray, fn: np.ndarray, definition: str) -> dict[str, float]:
+    """Micro P/R/F1 over the flattened matrix; macro P/R over all label columns; both macro-F1
+    definitions, and `macro_f1` = the one named by `definition`."""
     total_tp, total_fp, total_fn = int(tp.sum()), int(fp.sum()), int(fn.sum())
-    macro_precision = float(_safe_ratio(tp, tp + fp).mean())
-    macro_recall = float(_safe_ratio(tp, tp + fn).mean())
+    variants = _macro_f1_variants_from_counts(tp, fp, fn)
     return {
         "micro_precision": float(_safe_ratio(total_tp, total_tp + total_fp)),
         "micro_recall": float(_safe_ratio(total_tp, total_tp + total_fn)),
         "micro_f1": _micro_f1_from_counts(tp, fp, fn),
-        "macro_precision": macro_precision,
-        "macro_recall": macro_recall,
-        "macro_f1": _harmonic_mean(macro_precision, macro_recall),
+        "macro_precision": float(_safe_ratio(tp, tp + fp).mean()),
+        "macro_recall": float(_safe_ratio(tp, tp + fn).mean()),
+        "macro_f1": variants[macro_f1_key(definition)],
+        **variants,
     }
 
 
@@ -179,10 +266,32 @@ def per_class_f1(y_true: np.ndarray, scores: np.ndarray, threshold: float = DEFA
     return _per_label_f1_from_counts(*_counts_at_threshold(y_true, scores, threshold))
 
 
+def macro_f1_caml(y_true: np.ndarray, scores: np.ndarray, threshold: float = DEFAULT_THRESHOLD) -> float:
+    """CAML's macro-F1: harmonic mean of macro-precision and macro-recall, each averaged over ALL
+    label columns (a ratio with denominator 0 is 0). The MIMIC family's ``macro_f1``."""
+    return _caml_macro_f1_from_counts(*_counts_at_threshold(y_true, scores, threshold))
+
+
+def macro_f1_per_class(y_true: np.ndarray, scores: np.ndarray, threshold: float = DEFAULT_THRESHOLD) -> float:
+    """MulSupCon's macro-F1: mean over ALL label columns of per-class F1 = 2tp / (2tp + fp + fn).
+
+    A class never true and never predicted (2tp + fp + fn = 0) counts 0, as in MulSupCon's code,
+    whose +1e-6 in the denominator makes that 0/0 a finite 0 that its non-finite filter keeps;
+    this equals scikit-learn's ``f1_score(average="macro", zero_division=0)``. The image, text
+    and tabular families' ``macro_f1``.
+    """
+    return _per_class_macro_f1_from_counts(*_counts_at_threshold(y_true, scores, threshold))
+
+
+def macro_f1_variants(y_true: np.ndarray, scores: np.ndarray, threshold: float = DEFAULT_THRESHOLD) -> dict[str, float]:
+    """Both macro-F1 definitions from one count pass: {'macro_f1_caml': ..., 'macro_f1_per_class': ...}."""
+    return _macro_f1_variants_from_counts(*_counts_at_threshold(y_true, scores, threshold))
+
+
 def edin_macro_f1(y_true: np.ndarray, scores: np.ndarray, threshold: float = DEFAULT_THRESHOLD) -> float:
     """Edin et al.'s macro-F1: mean of per-label F1 over labels with >= 1 positive in the split.
 
-    Differs from ``evaluate()['macro_f1']`` (harmonic mean of macro-P and macro-R over all
+    Differs from both ``macro_f1_caml`` and ``macro_f1_per_class`` (which average over all
     columns). NaN when no label has a positive.
     """
     return _edin_macro_f1_from_counts(*_counts_at_threshold(y_true, scores, threshold))
@@ -338,24 +447,29 @@ def evaluate(
     scores: np.ndarray,
     k: Sequence[int] = (5, 8),
     threshold: float = DEFAULT_THRESHOLD,
+    *,
+    macro_f1_definition: str,
 ) -> dict[str, float | int]:
     """All of the paper's metrics for one split, as plain floats/ints (fractions in [0, 1]).
 
     Keys: micro_precision, micro_recall, micro_f1 (over the flattened matrix); macro_precision,
-    macro_recall (per-label tp/(tp+fp) and tp/(tp+fn), 0/0 -> 0, averaged over ALL labels) and
-    macro_f1 (their harmonic mean, CAML); micro_auc (flattened; NaN without a positive or a
-    negative); macro_auc (mean per-label AUC over labels with >= 1 positive and >= 1
+    macro_recall (per-label tp/(tp+fp) and tp/(tp+fn), 0/0 -> 0, averaged over ALL labels);
+    macro_f1_caml (their harmonic mean, CAML) and macro_f1_per_class (the mean of per-class F1
+    over ALL labels, MulSupCon); macro_f1, the one of the two that ``macro_f1_definition``
+    names (pass ``macro_f1_definition(dataset)``); micro_auc (flattened; NaN without a positive
+    or a negative); macro_auc (mean per-label AUC over labels with >= 1 positive and >= 1
     negative; macro_auc_skipped_labels counts the others); map (mean per-label average
     precision over labels with >= 1 positive; map_skipped_labels counts the others);
     p_at_{k} for each k; threshold; num_examples; num_labels.
     """
+    macro_f1_key(macro_f1_definition)  # ValueError for an unknown definition, before any work
     labels, values = _validated(y_true, scores)
     cutoff = _validated_threshold(threshold)
     ks = [_validated_k(each) for each in k]
     num_examples, num_labels = labels.shape
 
     results: dict[str, float | int] = dict(
-        _micro_and_macro_from_counts(*_confusion_counts(labels, values > cutoff))
+        _micro_and_macro_from_counts(*_confusion_counts(labels, values > cutoff), macro_f1_definition)
     )
     results["micro_auc"] = _micro_auc(labels, values)
     per_label_auc, per_label_ap = _per_label_rank_metrics(labels, values)
@@ -454,22 +568,28 @@ def bucket_macro_f1(
     train_counts: np.ndarray,
     head_share: float = 0.6,
     threshold: float = DEFAULT_THRESHOLD,
+    *,
+    definition: str,
 ) -> dict[str, float | int]:
     """Macro-F1 of the head and tail frequency buckets (paper, long-tail analysis on MS-COCO).
 
-    Buckets come from ``head_tail_split`` on the TRAINING counts. Macro-F1 of a bucket is the
-    plain mean of per-class F1 (``per_class_f1``, 0/0 -> 0) over the bucket's classes, every
-    class included; NaN for an empty bucket. Returns head, tail, head_labels, tail_labels.
+    Buckets come from ``head_tail_split`` on the TRAINING counts. A bucket's macro-F1 is the
+    ``definition`` (MACRO_F1_CAML or MACRO_F1_PER_CLASS) computed on the bucket's columns only,
+    every class of the bucket included: pass the dataset's ``macro_f1_definition`` so that the
+    buckets read like the table they extend. NaN for an empty bucket. Returns head, tail,
+    head_labels, tail_labels.
     """
-    f1 = per_class_f1(y_true, scores, threshold)
-    if np.asarray(train_counts).shape != f1.shape:
+    macro_f1_key(definition)  # ValueError for an unknown definition
+    from_counts = _MACRO_F1_FROM_COUNTS[definition]
+    tp, fp, fn = _counts_at_threshold(y_true, scores, threshold)
+    if np.asarray(train_counts).shape != tp.shape:
         raise ValueError(
-            f"train_counts has shape {np.asarray(train_counts).shape} but there are {f1.size} labels; they must match"
+            f"train_counts has shape {np.asarray(train_counts).shape} but there are {tp.size} labels; they must match"
         )
     head, tail = head_tail_split(train_counts, head_share)
     return {
-        "head": float(f1[head].mean()) if head.size else float("nan"),
-        "tail": float(f1[tail].mean()) if tail.size else float("nan"),
+        "head": from_counts(tp[head], fp[head], fn[head]) if head.size else float("nan"),
+        "tail": from_counts(tp[tail], fp[tail], fn[tail]) if tail.size else float("nan"),
         "head_labels": int(head.size),
         "tail_labels": int(tail.size),
     }

@@ -9,7 +9,8 @@ Its val and test metrics come from the same `mscl.metrics.evaluate` as the probe
 
 * micro-/macro-F1: label j is predicted for every sample when its train frequency exceeds
   0.5, and for none otherwise. Without such a label both are 0; with one, its recall is 1
-  and its precision its test prevalence. This is the floor of a score-based predictor at the
+  and its precision its test prevalence. `macro_f1` is the dataset family's definition
+  (`mscl.metrics.macro_f1_definition`, recorded as `macro_f1_definition`), as the probe's. This is the floor of a score-based predictor at the
   probe's threshold, not the best F1 a constant predictor could reach (predicting every label
   would give micro-F1 2p/(1+p), p the share of positive cells).
 * AUC: within a label every sample has the same score, so each label's AUC is exactly 0.5
@@ -24,9 +25,9 @@ Its val and test metrics come from the same `mscl.metrics.evaluate` as the probe
 Only the manifest's `id` and `labels` columns are read (never images, texts or features).
 Outputs in --out, each written atomically and in the probe's format (`mscl.train.probe`), so
 that `collect` reads them like any run: metrics.json (test, val_best = the val metrics,
-best_epoch 0, select_metric, num_labels, feature_dim 0, ignored_label_occurrences and a small
-spec of the run axes collect reads: dataset, loss "chance", encoder_name "chance", batch_size 0,
-seed 0) and
+best_epoch 0, select_metric, macro_f1_definition, num_labels, feature_dim 0,
+ignored_label_occurrences and a small spec of the run axes collect reads: dataset, loss "chance",
+encoder_name "chance", batch_size 0, seed 0) and
 test_scores.parquet (`mscl.train.probe.write_test_scores`). The Snakemake rule writes them
 to `{results}/runs/{dataset}/chance/chance/bs0/seed0/probe/`.
 """
@@ -42,7 +43,7 @@ import numpy as np
 from mscl.data.manifest import SPLITS, read_labels, read_split
 from mscl.errors import InputError
 from mscl.io import write_json
-from mscl.metrics import evaluate
+from mscl.metrics import evaluate, macro_f1_definition
 from mscl.report.style import CHANCE  # the label prior's method key and encoder name
 
 SELECT_METRIC = "micro_f1"  # nothing is selected (no epochs); recorded as the probe's default
@@ -81,20 +82,23 @@ def chance_metrics(data_dir: Path, dataset: str | None = None) -> tuple[dict[str
     """(metrics.json document, test Split, test scores, vocabulary) of the label prior."""
     from mscl.train.probe import json_safe
 
+    setting = dataset or data_dir.name
+    macro_f1 = macro_f1_definition(setting, None if dataset else data_dir)
     vocabulary = read_labels(data_dir)
     splits = {name: read_label_split(data_dir, name, vocabulary) for name in SPLITS}
     prior = label_prior(splits["train"].targets.numpy())
     scores = {name: prior_scores(prior, len(splits[name])) for name in ("val", "test")}
-    results = {name: evaluate(splits[name].targets.numpy(), scores[name]) for name in ("val", "test")}
+    results = {split: evaluate(splits[split].targets.numpy(), scores[split], macro_f1_definition=macro_f1) for split in ("val", "test")}
     document = {
         "test": json_safe(results["test"]),
         "val_best": json_safe(results["val"]),
         "best_epoch": 0,
         "select_metric": SELECT_METRIC,
+        "macro_f1_definition": macro_f1,
         "num_labels": len(vocabulary),
         "feature_dim": 0,
         "ignored_label_occurrences": {name: splits[name].ignored_labels for name in SPLITS},
-        "spec": {"dataset": dataset or data_dir.name, "loss": CHANCE, "encoder_name": CHANCE, "batch_size": 0, "seed": 0},
+        "spec": {"dataset": setting, "loss": CHANCE, "encoder_name": CHANCE, "batch_size": 0, "seed": 0},
     }
     return document, splits["test"], scores["test"], vocabulary
 

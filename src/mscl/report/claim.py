@@ -59,6 +59,7 @@ from mscl.report.style import (
     FULL_WIDTH_IN,
     dataset_name,
     encoder_name,
+    macro_f1_note,
     method_colour,
     method_name,
     metric_name,
@@ -346,6 +347,11 @@ def summary_cell(row: pd.Series, metric: str, flavour: str) -> str:
     return text
 
 
+def definition_sentence(metrics: Sequence[str], settings: Sequence[tuple[str, str, int]]) -> str | None:
+    """The macro-F1 definition of the datasets shown (`style.macro_f1_note`), when macro_f1 is among the metrics."""
+    return macro_f1_note(setting[0] for setting in settings) if "macro_f1" in metrics else None
+
+
 def render_summary(summary: pd.DataFrame, metrics: Sequence[str], settings: Sequence[tuple[str, str, int]]) -> dict[str, str]:
     """claim_summary as {".csv", ".md", ".tex"} texts."""
     headers = ["Dataset", "Method", "Seeds", *(metric_name(m) for m in metrics)]
@@ -357,9 +363,11 @@ def render_summary(summary: pd.DataFrame, metrics: Sequence[str], settings: Sequ
             label = setting_label(setting, settings)
             md_rows.append([label, row["method_name"], str(row["n_seeds"]), *(summary_cell(row, m, "md") for m in metrics)])
             tex_rows.append([latex_escape(label), latex_escape(row["method_name"]), str(row["n_seeds"]), *(summary_cell(row, m, "latex") for m in metrics)])
-    caption = "Test-split results per dataset and method: mean ± sample std (ddof 1) over seeds, in percent; missing: no result."
+    definition = definition_sentence(metrics, settings)
+    caption = "Test-split results per dataset and method: mean ± sample std (ddof 1) over seeds, in percent; missing: no result." + (f" {definition}." if definition else "")
     md = "\n".join([caption, "", *markdown_table(headers, md_rows, "ll" + "r" * (1 + len(metrics)))]) + "\n"
-    tex = latex_table([latex_escape(h) for h in headers], tex_rows, "ll" + "r" * (1 + len(metrics)), [r"Mean $\pm$ sample std over seeds, in percent; --: no result."], groups)
+    notes = [r"Mean $\pm$ sample std over seeds, in percent; --: no result.", *([latex_escape(definition) + "."] if definition else [])]
+    tex = latex_table([latex_escape(h) for h in headers], tex_rows, "ll" + "r" * (1 + len(metrics)), notes, groups)
     return {".csv": frame_csv(summary), ".md": md, ".tex": tex}
 
 
@@ -398,11 +406,15 @@ def render_tests(tests: pd.DataFrame, reference: str, metrics: Sequence[str], al
         + f' Verdict: "better" / "worse" by the sign of the mean difference when Holm p < {alpha:g}, else "no detectable difference"; '
         '"too few seeds" below 2 pairs.'
     )
+    definition = definition_sentence(metrics, settings)
+    if definition:
+        caption += f" {definition}."
     md = "\n".join([caption, "", *markdown_table(headers, md_rows, "lllrrrrrrl")]) + "\n"
     notes = [
         rf"Differences in points, {latex_escape(ref_name)} minus method, paired by seed; CI: Student t.",
         rf"p (perm.): sign flips, exact for n $\le$ {EXACT_MAX_PAIRS}, else {MONTE_CARLO_DRAWS:,} draws (MC).",
         rf"Holm: per metric, over all datasets $\times$ comparisons; verdict at $\alpha$ = {alpha:g}.",
+        *([latex_escape(definition) + "."] if definition else []),
     ]
     tex = latex_table([latex_escape(h) for h in headers], tex_rows, "lllrrrrrrl", notes, groups)
     return {".csv": frame_csv(tests), ".md": md, ".tex": tex}

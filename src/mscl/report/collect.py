@@ -10,9 +10,17 @@ dataset, encoder, encoder_role, loss, batch_size, seed, split, metric, value, wi
 `test` (metrics.json "test") or `val` (metrics.json "val_best"), values as fractions (NaN, which
 the probe writes as null, kept and written as an empty field). For every dataset given in
 `--train-counts`, the test split also gets `bucket_head_macro_f1` / `bucket_tail_macro_f1`
-(`mscl.metrics.bucket_macro_f1`, head share 0.6 of the training label instances) and the bucket
-sizes `bucket_head_labels` / `bucket_tail_labels`, computed from the probe's saved test scores
-(test_scores.parquet beside metrics.json).
+(`mscl.metrics.bucket_macro_f1`, head share 0.6 of the training label instances, in the
+dataset's macro-F1 definition) and the bucket sizes `bucket_head_labels` / `bucket_tail_labels`,
+computed from the probe's saved test scores (test_scores.parquet beside metrics.json).
+
+Macro-F1: `macro_f1` in the CSV is always the definition of the run's dataset family
+(`mscl.metrics.macro_f1_definition`), taken from the named `macro_f1_caml` /
+`macro_f1_per_class` entries, which are kept too; a dataset without a family is an error. A
+metrics.json written before the per-family macro-F1 has only `macro_f1`, which was CAML's: it
+is kept as `macro_f1_caml`, and for the test split both definitions are recomputed from the
+saved test scores. The val scores are not saved, so an old run's val `macro_f1` of a
+per-class family is left out, with a note on stderr (rerun the probe to get it).
 
 The label-prior reference (`python -m mscl chance`) is a run like the others: its metrics.json
 records a spec with encoder_name and loss "chance", batch_size 0 and seed 0. It has no encoder,
@@ -25,6 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -35,7 +44,7 @@ import pyarrow.parquet as pq
 
 from mscl.errors import InputError
 from mscl.io import atomic_path
-from mscl.metrics import bucket_macro_f1
+from mscl.metrics import DEFAULT_THRESHOLD, MACRO_F1_CAML, MACRO_F1_DEFINITIONS, bucket_macro_f1, macro_f1_definition, macro_f1_key, macro_f1_variants
 from mscl.report.style import CHANCE, ENCODER_ROLES, REFERENCE_ROLE, REPORT_ROLES
 
 RUN_COLUMNS = ("dataset", "encoder", "encoder_role", "loss", "batch_size", "seed", "split", "metric", "value")
@@ -154,12 +163,13 @@ def read_train_counts(stats_path: str | Path) -> dict[str, int]:
     return {str(name): int(count) for name, count in frequency.items()}
 
 
-def bucket_metrics(probe_dir: str | Path, train_counts: Mapping[str, int]) -> dict[str, float]:
-    """Head/tail macro-F1 and bucket sizes of one probe's test scores (labels absent from train count 0)."""
+def bucket_metrics(probe_dir: str | Path, train_counts: Mapping[str, int], definition: str) -> dict[str, float]:
+    """Head/tail macro-F1 (in `definition`, the dataset's) and bucket sizes of one probe's test
+    scores (labels absent from train count 0)."""
     _, y_true, scores, label_names = read_test_scores(probe_dir)
     counts = np.array([train_counts.get(name, 0) for name in label_names], dtype=np.int64)
     try:
-        buckets = bucket_macro_f1(y_true, scores, counts, head_share=HEAD_SHARE)
+        buckets = bucket_macro_f1(y_true, scores, counts, head_share=HEAD_SHARE, definition=definition)
     except ValueError as error:
         raise InputError(probe_dir, f"cannot compute frequency buckets: {error}", "check the test scores and the --train-counts stats.json") from None
     return {
@@ -168,6 +178,37 @@ def bucket_metrics(probe_dir: str | Path, train_counts: Mapping[str, int]) -> di
         "bucket_head_labels": float(buckets["head_labels"]),
         "bucket_tail_labels": float(buckets["tail_labels"]),
     }
+
+
+def note(message: str) -> None:
+    """A remark about the inputs that does not stop `collect`, on stderr."""
+    print(f"collect: note: {message}", file=sys.stderr)
+
+
+def family_macro_f1(values: dict[str, float], definition: str, split: str, metrics_path: str | Path) -> dict[str, float]:
+    """`values` with `macro_f1` set to its `definition` entry (see the module docstring), old
+    metrics.json files upgraded: their `macro_f1` kept as `macro_f1_caml`, the test split's two
+    definitions recomputed from the saved test scores."""
+    values = dict(values)
+    named = [macro_f1_key(name) for name in MACRO_F1_DEFINITIONS]
+    if not any(key in values for key in named):
+        if "macro_f1" in values:
+            values[macro_f1_key(MACRO_F1_CAML)] = values["macro_f1"]
+        probe_dir = Path(metrics_path).parent
+        if split == "test" and any((probe_dir / name).exists() for name in ("test_scores.parquet", "test_scores.npz")):
+            _, y_true, scores, _ = read_test_scores(probe_dir)
+            values.update(macro_f1_variants(y_true, scores, values.get("threshold", DEFAULT_THRESHOLD)))
+    values.pop("macro_f1", None)
+    chosen = macro_f1_key(definition)
+    if chosen in values:
+        values["macro_f1"] = values[chosen]
+    elif any(key in values for key in named):
+        note(
+            f"{metrics_path}: {split} has no {chosen} (metrics.json predates the per-family macro-F1 and "
+            f"{'no test scores are saved' if split == 'test' else 'val scores are never saved'}); its macro_f1 is left out, "
+            "rerun the probe to get it"
+        )
+    return values
 
 
 def run_rows(
@@ -183,12 +224,13 @@ def run_rows(
             f"add --roles {axes['encoder']}=ROLE with ROLE one of {list(REPORT_ROLES)}",
             field="--roles",
         )
+    definition = macro_f1_definition(axes["dataset"], metrics_path)
     base = {**axes, "encoder_role": roles[axes["encoder"]]}
     rows = []
     for section, split in SPLIT_SECTIONS.items():
-        values = numeric_metrics(document.get(section) or {})
+        values = family_macro_f1(numeric_metrics(document.get(section) or {}), definition, split, metrics_path)
         if split == "test" and axes["dataset"] in train_counts:
-            values.update(bucket_metrics(Path(metrics_path).parent, train_counts[axes["dataset"]]))
+            values.update(bucket_metrics(Path(metrics_path).parent, train_counts[axes["dataset"]], definition))
         rows += [{**base, "split": split, "metric": metric, "value": value} for metric, value in values.items()]
     return rows
 

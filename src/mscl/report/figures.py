@@ -30,6 +30,7 @@ import pandas as pd
 
 from mscl.errors import InputError
 from mscl.io import atomic_path
+from mscl.metrics import macro_f1_definition
 from mscl.report.collect import CellKey, CellStat, add_results_arguments, cell_index, load_runs, summarise_seeds
 from mscl.report.style import (
     CHANCE,
@@ -42,6 +43,7 @@ from mscl.report.style import (
     IMAGE_METRICS,
     LABEL_SPACE_DISPLAY_NAMES,
     LABEL_SPACES,
+    MACRO_F1_DEFINITION_NAMES,
     MIMIC_FAMILIES,
     MIMIC_FAMILY_DISPLAY_NAMES,
     MIMIC_ROLES,
@@ -393,8 +395,14 @@ def mimic_heatstrip_figure(runs: pd.DataFrame, batch_size: int | None = None, sp
 
 
 def frequency_buckets_figure(runs: pd.DataFrame, batch_size: int | None = None, split: str = "test") -> FigureData:
-    """MS-COCO head/tail-bucket macro-F1 per method (buckets from training label counts, head = 60%)."""
+    """MS-COCO head/tail-bucket macro-F1 per method (buckets from training label counts, head = 60%).
+
+    The buckets extend the image table, so they use its macro-F1 definition, MS-COCO's
+    (`mscl.metrics.macro_f1_definition`, which `collect` passes to `bucket_macro_f1`); `data`
+    names it in `macro_f1_definition` and the y label spells it out.
+    """
     index = cell_index(runs, split, batch_size)
+    definition = macro_f1_definition("coco")
     rows = []
     for method in CORE_METHODS:
         for bucket in ("head", "tail"):
@@ -406,7 +414,7 @@ def frequency_buckets_figure(runs: pd.DataFrame, batch_size: int | None = None, 
     for bucket, stat in chance.items():
         classes = index.get(("coco", REFERENCE_ROLE, CHANCE, f"bucket_{bucket}_labels"))
         rows.append({"method": CHANCE, "bucket": bucket, "classes": int(classes.mean) if classes else 0, **stat_row(stat)})
-    data = pd.DataFrame(rows)
+    data = pd.DataFrame(rows).assign(macro_f1_definition=definition)
     sizes = {b: int(data.loc[data["bucket"] == b, "classes"].max()) for b in ("head", "tail")}
     figure, axes = new_figure(COLUMN_WIDTH_IN, 2.7)
     ax = axes[0, 0]
@@ -415,7 +423,7 @@ def frequency_buckets_figure(runs: pd.DataFrame, batch_size: int | None = None, 
         if bucket in chance:
             ax.hlines(chance[bucket].mean * 100, i - 0.45, i + 0.45, colors=method_colour(CHANCE), linestyles="--", linewidth=0.8)
     ax.set_xticklabels([f"{b.capitalize()} ({sizes[b]} classes)" if sizes[b] else f"{b.capitalize()} (size unknown)" for b in ("head", "tail")])
-    ax.set_ylabel("Macro-F1 (%)")
+    ax.set_ylabel(f"Macro-F1 (%)\n{MACRO_F1_DEFINITION_NAMES[definition]}")
     if sizes["head"]:
         ax.set_title(f"MS-COCO: head {sizes['head']} classes (60% of train\ninstances), tail {sizes['tail']} classes")
     else:

@@ -7,7 +7,10 @@ plus greys/dark yellow for the methods that only appear in one figure or table.
 
 from __future__ import annotations
 
+from typing import Iterable
+
 from mscl.data.stats_table import DISPLAY_NAMES as DATASET_DISPLAY_NAMES
+from mscl.metrics import DATASET_FAMILIES, FAMILY_MACRO_F1, MACRO_F1_CAML, MACRO_F1_PER_CLASS
 
 # Loss keys in the paper's row order (Table "results-image"), then the ablation variants.
 METHOD_ORDER = ("all", "any", "mulsupcon", "simdissim", "jaccard", "proto", "msc", "sim", "dissim")
@@ -86,6 +89,14 @@ METRIC_DISPLAY_NAMES = {
     "p_at_8": "P@8",
 }
 
+# How captions name the two macro-F1 definitions (`mscl.metrics`; docs/metrics.md has the full text)
+# and the dataset families that decide between them.
+MACRO_F1_DEFINITION_NAMES = {
+    MACRO_F1_PER_CLASS: "mean of per-class F1 (MulSupCon)",
+    MACRO_F1_CAML: "harmonic mean of macro-P and macro-R (CAML)",
+}
+FAMILY_DISPLAY_NAMES = {"image": "image", "text": "text", "tabular": "tabular", "mimic": "MIMIC"}
+
 # Bars that show metrics rather than methods (improvement, std figures): one blue ramp.
 METRIC_COLOURS = {"micro_f1": "#9ECAE1", "macro_f1": "#3182BD", "map": "#08519C"}
 
@@ -152,6 +163,28 @@ def mimic_dataset(family: str, label_space: str) -> str:
 def precision_at_k_metric(label_space: str) -> str:
     """The P@k metric the paper reports for a label space: P@8 for Full, P@5 for Top-50."""
     return "p_at_8" if label_space == "full" else "p_at_5"
+
+
+def macro_f1_note(datasets: Iterable[str]) -> str | None:
+    """The caption sentence naming the macro-F1 definition of the datasets a table or figure shows
+    (None for none). One definition: "Macro-F1: <definition>"; several: one clause per definition
+    naming its families. A dataset without a family is named as such."""
+    families: dict[str | None, list[str]] = {}
+    for dataset in dict.fromkeys(datasets):
+        family = DATASET_FAMILIES.get(dataset)
+        members = families.setdefault(FAMILY_MACRO_F1[family] if family else None, [])
+        label = FAMILY_DISPLAY_NAMES[family] if family else dataset_name(dataset)
+        if label not in members:
+            members.append(label)
+    if not families:
+        return None
+    if list(families) != [None] and len(families) == 1:
+        return f"Macro-F1: {MACRO_F1_DEFINITION_NAMES[next(iter(families))]}"
+    clauses = [
+        f"{' and '.join(labels)}: {MACRO_F1_DEFINITION_NAMES[definition] if definition else 'no family, definition unknown'}"
+        for definition, labels in families.items()
+    ]
+    return "Macro-F1 by dataset family: " + "; ".join(clauses)
 
 
 def apply_style() -> None:

@@ -11,6 +11,11 @@ decided on the displayed mean (ties all bold). A cell without a result is never 
 reads `--` in LaTeX (with a note under the table) and `missing` in CSV and Markdown.
 Without --batch-size each (dataset, encoder) uses the batch size most of its runs share.
 
+Macro-F1: every table with a macro-F1 column says under it which definition that column uses
+(`mscl.report.style.macro_f1_note`: the one of its datasets' family, `mscl.metrics.macro_f1_definition`):
+the image, AAPD and ablation tables the mean of per-class F1 (MulSupCon), the MIMIC and SOTA
+tables the harmonic mean of macro-precision and macro-recall (CAML).
+
 Reference rows: the tables that list methods (image, aapd, mimic_full, mimic_50, ablation) show,
 below a rule under the loss rows, Chance (label prior, `python -m mscl chance`), No pretraining
 (method `none`) and Supervised BCE (method `bce`) when the results hold them (a reference with
@@ -49,6 +54,7 @@ from mscl.report.style import (
     REFERENCE_ROLE,
     dataset_name,
     encoder_name,
+    macro_f1_note,
     method_name,
     metric_name,
     mimic_dataset,
@@ -324,6 +330,12 @@ REFERENCE_NOTES = {
 }
 
 
+def definition_notes(datasets: Sequence[str]) -> tuple[list[str], list[str]]:
+    """(LaTeX notes, Markdown notes) naming the macro-F1 definition of these macro-F1 columns' datasets."""
+    note = macro_f1_note(datasets)
+    return ([latex_escape(note)], [note]) if note else ([], [])
+
+
 def reference_notes(methods: Sequence[str]) -> tuple[list[str], list[str]]:
     """(LaTeX notes, Markdown notes) about the reference rows a table shows (none: no notes)."""
     if not methods:
@@ -379,11 +391,12 @@ def grid_table(
         body += [[*lead_cells(method), *cells] for method, cells in references]
         all_cells += [cell for row in rows for cell in row] + [cell for _, cells in references for cell in cells]
         shown_references += [method for method, _ in references]
+    latex_definitions, markdown_definitions = definition_notes([spec.dataset for spec in value_columns if spec.metric == "macro_f1"])
     latex_notes, notes = grid_notes(all_cells, bold_scope)
     latex_references, markdown_references = reference_notes(shown_references)
     return Table(
         name, [*lead, *(spec.column for spec in value_columns)], body, records_frame(name, all_cells),
-        notes + markdown_references, latex_notes + latex_references,
+        markdown_definitions + notes + markdown_references, latex_definitions + latex_notes + latex_references,
     )  # fmt: skip
 
 
@@ -516,9 +529,10 @@ def sota_table(index: dict[CellKey, CellStat]) -> Table:
     body += [[Label(name), *cells] for name, cells in reference]
     all_cells = [cell for _, cells in rows + reference for cell in cells]
     latex, markdown = grid_notes(all_cells, "per column above the rule")
+    latex_definitions, markdown_definitions = definition_notes(["mimic3_full"])
     comparability = "below the rule: MRR and AKIL use DRG codes, CPT codes and medications annotated by coders; not strictly comparable"
     short = "below the rule: not strictly comparable (use DRG/CPT codes, medications)"
-    return Table("sota", columns, body, records_frame("sota", all_cells), [comparability, *markdown], [short, *latex])
+    return Table("sota", columns, body, records_frame("sota", all_cells), [*markdown_definitions, comparability, *markdown], [*latex_definitions, short, *latex])
 
 
 # ------------------------------------------------------------------ paper vs this run
@@ -566,7 +580,10 @@ def paper_vs_run_table(index: dict[CellKey, CellStat]) -> Table:
         )
     lacking = int((frame["status"] == "missing").sum())
     note = f"{len(frame) - lacking} paper cells compared; {lacking} of the paper's {len(frame)} cells have no result in this run; delta = this run - paper (percentage points)"
-    return Table("paper_vs_run", columns, body, frame, [note], [note])
+    # Cell ids are table/dataset/encoder_role/method/metric (paper.cell_id).
+    shown = [row.cell.split("/") for row in frame.itertuples(index=False) if row.status == "ok"]
+    latex_definitions, markdown_definitions = definition_notes([parts[1] for parts in shown if parts[4] == "macro_f1"])
+    return Table("paper_vs_run", columns, body, frame, [note, *markdown_definitions], [note, *latex_definitions])
 
 
 # ----------------------------------------------------------------------- cost table

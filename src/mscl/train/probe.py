@@ -11,7 +11,10 @@ made by the same encoder spec, image size and sample ids.
 
 A linear layer is then trained on the cached train features with BCE-with-logits (Adam,
 seeded mini-batches). After every epoch it is evaluated on val; the epoch with the best
-`probe.select_metric` (ties: the earlier epoch) is evaluated once on test.
+`probe.select_metric` (ties: the earlier epoch) is evaluated once on test. Every evaluation
+returns both macro-F1 definitions (`macro_f1_caml`, `macro_f1_per_class`); `macro_f1` is the
+one of the spec's dataset family (`mscl.metrics.macro_f1_definition`), which metrics.json
+records as `macro_f1_definition`. A dataset without a family is refused before any work.
 
 Outputs in --out: test_scores.parquet (columns id, labels = gold label names, scores = one
 float32 probability per label in labels.txt order, which the file's metadata also holds as
@@ -42,7 +45,7 @@ from mscl.data.manifest import SPLITS, read_labels
 from mscl.errors import InputError
 from mscl.interrupt import exit_on_sigterm
 from mscl.io import atomic_path, write_json, write_text
-from mscl.metrics import evaluate
+from mscl.metrics import evaluate, macro_f1_definition
 from mscl.train.augment import eval_views
 from mscl.train.data import Split, eval_dataset, make_loader
 from mscl.train.pretrain import VIEW_KEYS, encoder_from_spec, load_run_splits, text_inputs
@@ -165,9 +168,18 @@ def probabilities(layer: nn.Module, features: Tensor) -> np.ndarray:
 
 
 def train_probe(
-    features: dict[str, Tensor], targets: dict[str, Tensor], cfg: ProbeSpec, seed: int, device: torch.device
+    features: dict[str, Tensor],
+    targets: dict[str, Tensor],
+    cfg: ProbeSpec,
+    seed: int,
+    device: torch.device,
+    macro_f1: str,
 ) -> tuple[nn.Module, int, dict[str, Any], list[dict[str, Any]]]:
-    """Fit the linear layer; return (best layer, best epoch, its val metrics, log rows)."""
+    """Fit the linear layer; return (best layer, best epoch, its val metrics, log rows).
+
+    `macro_f1` is the macro-F1 definition the val metrics' `macro_f1` (and so a select_metric of
+    macro_f1) uses: the dataset's `mscl.metrics.macro_f1_definition`.
+    """
     torch.manual_seed(seed)
     order_generator = torch.Generator().manual_seed(seed)
     train_x, train_y = features["train"].to(device), targets["train"].to(device)
@@ -189,7 +201,7 @@ def train_probe(
             optimizer.step()
             loss_sum, batches = loss_sum + loss.item(), batches + 1
         layer.eval()
-        metrics = evaluate(val_y, probabilities(layer, val_x))
+        metrics = evaluate(val_y, probabilities(layer, val_x), macro_f1_definition=macro_f1)
         value = float(metrics[cfg.select_metric])
         if better(value, best_value):
             best_layer, best_epoch, best_metrics, best_value = copy.deepcopy(layer), epoch, metrics, value
@@ -253,6 +265,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     exit_on_sigterm("probe: stopped by SIGTERM; cached features stay and a rerun reuses them")
     spec = load_spec(args.spec)
+    macro_f1 = macro_f1_definition(spec.dataset, None if args.spec.lstrip().startswith("{") else args.spec)
     weights = args.pretrained / "encoder.pt"
     if not weights.is_file():
         raise InputError(weights, "pretrained encoder not found", "run `python -m mscl pretrain` for this spec first")
@@ -290,11 +303,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         for name in SPLITS
     }
     targets = {name: splits[name].targets for name in SPLITS}
-    layer, best_epoch, val_best, rows = train_probe(features, targets, spec.probe, spec.seed, device)
+    layer, best_epoch, val_best, rows = train_probe(features, targets, spec.probe, spec.seed, device, macro_f1)
     write_log(out / "probe_log.csv", rows)
     test_scores = probabilities(layer.eval(), features["test"].to(device))
     write_test_scores(out / "test_scores.parquet", splits["test"], test_scores, vocabulary)
-    test_metrics = evaluate(targets["test"].numpy(), test_scores)
+    test_metrics = evaluate(targets["test"].numpy(), test_scores, macro_f1_definition=macro_f1)
     print(
         "probe: test " + ", ".join(f"{name} {test_metrics[name]:.4f}" for name in ("micro_f1", "macro_f1", "map")),
         file=sys.stderr,
@@ -304,6 +317,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "val_best": json_safe(val_best),
         "best_epoch": best_epoch,
         "select_metric": spec.probe.select_metric,
+        "macro_f1_definition": macro_f1,
         "num_labels": len(vocabulary),
         "feature_dim": int(features["train"].shape[1]),
         "ignored_label_occurrences": {name: splits[name].ignored_labels for name in SPLITS},

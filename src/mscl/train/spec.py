@@ -35,6 +35,7 @@ METHODS = (*LOSS_NAMES, *BASELINES)
 SELECT_METRICS = (
     "micro_f1", "macro_f1", "map", "micro_auc", "macro_auc", "p_at_5", "p_at_8",
     "micro_precision", "micro_recall", "macro_precision", "macro_recall",
+    "macro_f1_caml", "macro_f1_per_class",  # macro_f1 is the dataset family's one of these two
 )  # fmt: skip
 # Loss options the run fills in itself: temperature from `pretrain.temperature`, the label
 # count from the data and the prototype dimension from `pretrain.projection_dim`.
