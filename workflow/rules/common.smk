@@ -253,7 +253,7 @@ def encoder_threads(wildcards):
 
 
 def uses_prefix_cache(name):
-    """A top-layer text encoder (`trainable_layers`): its frozen prefix is cached per dataset."""
+    """A top-layer hf or plm_icd encoder (`trainable_layers`): its frozen prefix is cached per dataset."""
     return config["encoders"][name]["spec"].get("trainable_layers") is not None
 
 

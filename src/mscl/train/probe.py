@@ -70,7 +70,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--prefix-cache",
         type=Path,
         default=None,
-        help="frozen-prefix cache of a trainable_layers hf encoder (python -m mscl cache-prefix)",
+        help="frozen-prefix cache of a trainable_layers hf or plm_icd encoder (python -m mscl cache-prefix)",
     )
     return parser.parse_args(argv)
 
