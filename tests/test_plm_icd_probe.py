@@ -14,39 +14,25 @@ import torch
 
 from mscl.__main__ import main as mscl_main
 from mscl.data.manifest import write_dataset
-from mscl.demo.tiny_models import make_tiny_models
 from mscl.models import LabelWiseLinear, build_encoder
 from mscl.train import probe as probe_module
 from mscl.train.data import load_split
 from mscl.train.prefix import load_prefix_cache
 from mscl.train.probe import CachedInputs, StreamedLabelVectors, label_vector_bytes, probabilities, train_probe
 from mscl.train.spec import ProbeSpec
+from test_probe import KEYWORDS as LABELS
+from test_probe import keyword_texts
+from test_probe import tiny_roberta  # noqa: F401 - the fixture
 
-LABELS = ["fever", "fracture", "asthma", "anemia"]
-FILLER = "the of and to in is was for on are with as at one have this from or had by not but what some".split()
 SPLIT_SIZES = (("train", 24), ("val", 12), ("test", 12))
 
 
 @pytest.fixture(scope="module")
-def tiny_roberta(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return make_tiny_models(tmp_path_factory.mktemp("models") / "tiny", seed=0)["roberta"]
-
-
-@pytest.fixture(scope="module")
 def notes(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """24/12/12 texts of 10-40 filler words plus their labels' keywords: 1-4 chunks of 16 tokens."""
+    """24/12/12 keyword texts (tests/test_probe.py): about 25 tokens, two chunks of 16."""
     rng = np.random.default_rng(0)
-    splits = {}
-    for split, n in SPLIT_SIZES:
-        rows = []
-        for i in range(n):
-            labels = sorted(rng.choice(len(LABELS), size=rng.integers(1, 3), replace=False).tolist())
-            words = [*rng.choice(FILLER, size=rng.integers(10, 40)), *(LABELS[k] for k in labels)]
-            rng.shuffle(words)
-            rows.append({"id": f"{split}{i}", "text": " ".join(words), "labels": [LABELS[k] for k in labels]})
-        splits[split] = pd.DataFrame(rows)
     out = tmp_path_factory.mktemp("notes") / "data"
-    write_dataset(out, splits, labels=LABELS)
+    write_dataset(out, {name: keyword_texts(rng, n, name) for name, n in SPLIT_SIZES}, labels=LABELS)
     return out
 
 
@@ -70,6 +56,8 @@ def pretrained(notes: Path, tiny_roberta: Path, tmp_path_factory: pytest.TempPat
     assert mscl_main(["cache-prefix", "--data", str(notes), "--encoder-spec", json.dumps(spec["encoder"]), "--out", str(cache)]) == 0
     args = ["--data", str(notes), "--spec", json.dumps(spec), "--out", str(folder / "pre"), "--prefix-cache", str(cache)]
     assert mscl_main(["pretrain", *args]) == 0
+    saved = torch.load(folder / "pre" / "encoder.pt", weights_only=True)  # what the contrastive phase trained
+    assert {name for name in saved if not name.startswith("model.encoder.layer.1.")} == {"label_attention.first.weight", "label_attention.second.weight"}
     return spec, cache, folder / "pre"
 
 
@@ -124,7 +112,7 @@ def test_cached_and_streamed_label_vectors_give_the_same_probe(
     or from the texts: the same outputs, formats and selected epoch; only cached runs write
     feature files, and those hold V [N, L, d] as float16."""
     spec, cache, folder = pretrained
-    assert label_vector_bytes([24, 12, 12], len(LABELS), 64) == 48 * 4 * 64 * 2 <= probe_module.LABEL_VECTOR_BUDGET_BYTES
+    assert label_vector_bytes([24, 12, 12], len(LABELS), 64) == 48 * 5 * 64 * 2 <= probe_module.LABEL_VECTOR_BUDGET_BYTES
     runs = {}
     for name, budget, prefix in (("cached", None, cache), ("cached_tokens", None, None), ("streamed", 0, cache), ("streamed_tokens", 0, None)):
         if budget is not None:

@@ -142,13 +142,10 @@ class PLMICDEncoder(TopLayers, TextEncoder):
         trainable_layers: int | None = None,
     ):
         super().__init__(spec, tokenizer, max_length)
-        self.model = model
+        self.use_model(model, trainable_layers)
         self.chunk_size = chunk_size
-        self.output_dim = model.config.hidden_size
-        self.trainable_layers = trainable_layers
         init_std = getattr(model.config, "initializer_range", 0.02)
         self.label_attention = LabelWiseAttention(self.output_dim, attention_dim, num_labels, init_std)
-        self.freeze_prefix()
 
     def tokenize(self, texts: list[str]) -> dict[str, Tensor]:
         """`input_ids`/`attention_mask` [B, C * chunk_size]: one BOS/EOS per document, truncated

@@ -178,16 +178,22 @@ class TopLayers:
     (`embeddings` -> `encoder.layer[i](hidden, mask)`) and whose `self.trainable_layers` is k
     or None. Shared by `HFEncoder` and `mscl.models.plm_icd.PLMICDEncoder`.
 
-    With k set, the embeddings and the lower L - k layers are the frozen *prefix*:
-    `freeze_prefix` turns their gradients off, `run_prefix` runs them without gradients and in
-    eval mode, `run_top` runs the top k layers (with dropout in train mode).
+    With k set, the embeddings and the lower L - k layers are the frozen *prefix*: `use_model`
+    takes the model and turns the prefix's gradients off, `run_prefix` runs it without gradients
+    and in eval mode, `run_top` runs the top k layers (with dropout in train mode).
     """
 
     model: PreTrainedModel
+    output_dim: int
     trainable_layers: int | None
     spec: dict[str, Any]
 
-    def freeze_prefix(self) -> None:
+    def use_model(self, model: PreTrainedModel, trainable_layers: int | None) -> None:
+        """Take `model` (output_dim = its hidden size) and freeze the prefix that
+        `trainable_layers` leaves (nothing when it is None)."""
+        self.model = model
+        self.output_dim = model.config.hidden_size
+        self.trainable_layers = trainable_layers
         for module in self.frozen_modules():
             module.requires_grad_(False)
 
@@ -268,11 +274,8 @@ class HFEncoder(TopLayers, TextEncoder):
         trainable_layers: int | None = None,
     ):
         super().__init__(spec, tokenizer, max_length)
-        self.model = model
+        self.use_model(model, trainable_layers)
         self.pool = first_token if pooling == "cls" else masked_mean
-        self.output_dim = model.config.hidden_size
-        self.trainable_layers = trainable_layers
-        self.freeze_prefix()
 
     def prefix(self, tokens: Mapping[str, Tensor]) -> dict[str, Tensor]:
         """The frozen part's output for tokenised texts: `{"hidden": [B, T, H] float,

@@ -75,9 +75,9 @@ from mscl.train.spec import ProbeSpec, RunSpec, load_spec
 LOG_COLUMNS = ("epoch", "train_loss", "val_selected", "val_micro_f1", "val_macro_f1", "val_map", "seconds")
 # PLM-ICD's label vectors V of all three splits are cached (memory and features_{split}.pt) when
 # they take at most this many bytes as float16, and streamed otherwise (module docstring). 4 GiB
-# holds every top-50 MIMIC-III setting at d = 768 (11,368 documents x 50 labels: 0.9 GB) and
-# every embedded demo setting, in host and GPU memory beside the model; the full label spaces
-# (8,692-25,230 labels: 150 GB and more) and MIMIC-IV's top-50 sets (over 100k documents) stream.
+# holds MIMIC-III top-50 at d = 768 (11,368 documents x 50 labels: 0.9 GB) and every embedded
+# demo setting, in host and GPU memory beside the model; the full label spaces (MIMIC-III Full:
+# ~0.7 TB) and MIMIC-IV's top-50 sets (over 100k documents) stream.
 LABEL_VECTOR_BUDGET_BYTES = int(float(os.environ.get("MSCL_LABEL_VECTOR_BUDGET_MB", "4096")) * 2**20)
 # Cached label vectors are scored this many samples at a time (bounds the float32 copy).
 EVAL_CHUNK = 256
