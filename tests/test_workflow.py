@@ -85,6 +85,26 @@ def test_dry_run_of_the_default_config_lists_every_rule(tmp_path):
     assert counts == expected_job_counts(runs, demo=True, datasets_with_runs=len(DATASETS))
 
 
+def test_plm_icd_with_trainable_layers_gets_a_prefix_cache_per_dataset(tmp_path):
+    """`trainable_layers` on a plm_icd spec (k = 0: only the label attention trains) adds one
+    cache_prefix job per dataset, which its pretrain and probe jobs read; the other encoders
+    (no trainable_layers) get none."""
+    config = yaml.safe_load((REPO / "config.yaml").read_text())
+    config["encoders"]["plmicd-tiny"]["spec"]["trainable_layers"] = 0
+    config["experiments"] = {name: config["experiments"][name] for name in ("mimic", "mimic_text_encoders")}
+    config_file = tmp_path / "plm_prefix.yaml"
+    config_file.write_text(yaml.safe_dump(config))
+    result = snakemake(tmp_path, "-n", "-p", "--configfile", str(config_file))
+    output = result.stdout + result.stderr
+    counts = job_counts(output)
+    assert counts["cache_prefix"] == 6 and counts["pretrain"] == counts["probe"] == 6 * 4 + 2 * 4
+    for dataset in ("mimic3_full", "mimic4_icd10_50"):
+        cache = f"data/processed/{dataset}/prefix/plmicd-tiny.pt"
+        assert f"--out {cache}" in output
+        assert output.count(f"--prefix-cache {cache}") == 4 * 2  # every loss's pretrain and probe
+    assert "prefix/roberta-tiny.pt" not in output and "prefix/llama-tiny.pt" not in output
+
+
 def test_lint_passes(tmp_path):
     result = snakemake(tmp_path, "--lint", check=False)
     assert result.returncode == 0, result.stdout + result.stderr

@@ -24,7 +24,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "make-demo": ("mscl.demo", "generate an embedded demo dataset in a real raw format"),
     "stats-table": ("mscl.data.stats_table", "dataset statistics table (tex/csv/md) from manifests"),
     "make-tiny-models": ("mscl.demo.tiny_models", "write tiny local Hugging Face models + tokenizer (offline default)"),
-    "cache-prefix": ("mscl.train.prefix", "run an hf encoder's frozen embeddings + lower layers once per split and cache them (trainable_layers)"),
+    "cache-prefix": ("mscl.train.prefix", "run an hf or plm_icd encoder's frozen embeddings + lower layers once per split and cache them (trainable_layers)"),
     "pretrain": ("mscl.train.pretrain", "contrastive pretraining of encoder + projection head"),
     "probe": ("mscl.train.probe", "linear probe on the frozen encoder; test scores and metrics"),
     "chance": ("mscl.report.chance", "label-prior reference run: train label frequencies as test scores, probe-format outputs"),

@@ -274,7 +274,7 @@ ENCODER_RESOURCES = {key: encoder_resource(key) for key in ("gpu", "mem_mb", "ru
 
 
 def uses_prefix_cache(name):
-    """A top-layer text encoder (`trainable_layers`): its frozen prefix is cached per dataset."""
+    """A top-layer hf or plm_icd encoder (`trainable_layers`): its frozen prefix is cached per dataset."""
     return config["encoders"][name]["spec"].get("trainable_layers") is not None
 
 

@@ -9,6 +9,7 @@ BENCHMARKS = {
     "losses": "mscl.bench.losses",
     "preprocess": "mscl.bench.preprocess",
     "dag": "mscl.bench.dag",
+    "plm_icd": "mscl.bench.plm_icd",
 }
 
 

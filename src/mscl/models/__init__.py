@@ -3,7 +3,8 @@
 `build_encoder(spec, num_labels)` turns an encoder spec (a config mapping with a `kind`) into an
 `Encoder`: a module whose `forward(batch)` returns the representation h = Enc(x) of shape
 [B, output_dim]. The contrastive phase puts a `ProjectionHead` on top of h; the linear probe
-uses h itself. Kinds:
+uses h itself, except for `plm_icd`, whose probe is PLM-ICD's label-wise output layer on the
+label-attention vectors V (`LabelWiseLinear`, `mscl.models.plm_icd`). Kinds:
 
 - `resnet`: torchvision ResNet family, fc removed (`mscl.models.image`);
 - `cifar_resnet`: a CIFAR-style ResNet in plain torch, for small images trained from scratch
@@ -27,16 +28,18 @@ from typing import Any, Mapping
 
 from torch import Tensor, nn
 
-from mscl.models.heads import ProjectionHead
+from mscl.models.heads import LabelWiseLinear, ProjectionHead
 
 __all__ = [
     "ENCODER_KINDS",
     "ENCODER_MODALITY",
     "Encoder",
+    "LabelWiseLinear",
     "ProjectionHead",
     "build_encoder",
     "count_parameters",
     "parameter_groups",
+    "prefix_spec",
     "spec_error",
     "validated_spec",
 ]
@@ -52,6 +55,12 @@ _BUILDERS: dict[str, tuple[str, str]] = {
     "llama_lora": ("mscl.models.text", "build_llama_lora"),
     "plm_icd": ("mscl.models.plm_icd", "build_plm_icd"),
     "mlp": ("mscl.models.mlp", "build_mlp"),
+}
+# Kinds that accept `trainable_layers` (a frozen prefix that `python -m mscl cache-prefix`
+# can cache) -> (module, function returning the spec keys that decide the prefix output).
+PREFIX_KINDS: dict[str, tuple[str, str]] = {
+    "hf": ("mscl.models.text", "prefix_spec"),
+    "plm_icd": ("mscl.models.plm_icd", "prefix_spec"),
 }
 
 
@@ -139,6 +148,17 @@ def build_encoder(spec: Mapping[str, Any], num_labels: int) -> Encoder:
     module_name, function_name = _BUILDERS[kind]
     builder = getattr(importlib.import_module(module_name), function_name)
     return builder(spec, num_labels)
+
+
+def prefix_spec(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """The part of an encoder spec (defaults filled in) that decides its frozen prefix's output,
+    for the kinds in PREFIX_KINDS: the prefix cache's fingerprint. ValueError for other kinds
+    and for spec problems."""
+    kind = spec.get("kind") if isinstance(spec, Mapping) else None
+    if kind not in PREFIX_KINDS:
+        raise ValueError(f"encoder spec key 'kind': {kind!r} has no frozen prefix to cache. Fix: use one of {list(PREFIX_KINDS)} with `trainable_layers: k`")
+    module_name, function_name = PREFIX_KINDS[kind]
+    return getattr(importlib.import_module(module_name), function_name)(spec)
 
 
 # Parameters of these modules are scales and shifts of a normalisation: weight decay would pull

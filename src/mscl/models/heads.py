@@ -1,7 +1,11 @@
-"""The projection head of the contrastive phase (removed before the linear probe)."""
+"""The projection head of the contrastive phase (removed before the linear probe) and the
+label-wise linear probe of PLM-ICD encoders."""
 
 from __future__ import annotations
 
+import math
+
+import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
@@ -22,3 +26,25 @@ class ProjectionHead(nn.Module):
     def forward(self, h: Tensor) -> Tensor:
         """[..., in_dim] representations -> [..., out_dim] unit vectors."""
         return F.normalize(self.layers(h), dim=-1)
+
+
+class LabelWiseLinear(nn.Module):
+    """PLM-ICD's output layer as the linear probe of a `plm_icd` encoder: one weight vector and
+    one bias per label, logit_l = <W3_l, V_l> + b_l for label vectors V [B, L, d] -> [B, L].
+
+    It is L independent `nn.Linear(d, 1)` classifiers, each on its own label's vector, and is
+    initialised as they would be: weight and bias uniform in +-1/sqrt(d) (the `nn.Linear` the
+    probe uses for every other encoder draws the same way).
+    """
+
+    def __init__(self, num_labels: int, dim: int):
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(num_labels, dim))
+        self.bias = nn.Parameter(torch.empty(num_labels))
+        bound = 1.0 / math.sqrt(dim)
+        nn.init.uniform_(self.weight, -bound, bound)
+        nn.init.uniform_(self.bias, -bound, bound)
+
+    def forward(self, vectors: Tensor) -> Tensor:
+        """[B, L, d] label vectors -> [B, L] logits."""
+        return torch.einsum("bld,ld->bl", vectors, self.weight) + self.bias

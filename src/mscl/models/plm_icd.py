@@ -1,8 +1,8 @@
 """PLM-ICD (Huang et al. 2022, MiuLab/PLM-ICD) as a contrastive encoder (spec kind `plm_icd`).
 
-Spec: `{"kind": "plm_icd", "path": ..., "max_length": 3072, "chunk_size": 128, "attention_dim": 512}`
-(`path`: a Hugging Face encoder, e.g. the RoBERTa-PM checkpoint PLM-ICD starts from;
-max_length must be a multiple of chunk_size: 3072 = 24 x 128).
+Spec: `{"kind": "plm_icd", "path": ..., "max_length": 3072, "chunk_size": 128, "attention_dim": 512,
+"trainable_layers": null}` (`path`: a Hugging Face encoder, e.g. the RoBERTa-PM checkpoint
+PLM-ICD starts from; max_length must be a multiple of chunk_size: 3072 = 24 x 128).
 
 1. Segment pooling input: the whole document is tokenised once (one BOS at the start, one EOS
    at the end), truncated to max_length tokens, padded to a multiple of chunk_size
@@ -12,16 +12,38 @@ max_length must be a multiple of chunk_size: 3072 = 24 x 128).
    Chunks that are entirely padding are skipped (not encoded: faster); their rows of H are zeros
    and are masked in step 3, so skipping does not change the result.
 3. Label-wise attention: Z = tanh(W1 H) [B, T, attention_dim], A = softmax over tokens of W2 Z
-   (one row per label: [B, L, T]), V = A H [B, L, d].
+   (one row per label: [B, L, T]), V = A H [B, L, d] (`label_vectors`).
    Difference from the original: padded positions are MASKED in that softmax (set to the
    lowest float before it, weight exactly 0). The original code does not mask, so there a
    document's V depends on how much padding its batch added.
 4. Representation for contrastive pretraining: h = mean over labels of V ([B, d]; output_dim =
-   d). `label_logits(batch)` gives the original classifier, logit_l = <W3_l, V_l> + b_l [B, L],
-   for users who want it; W3/b get no gradient from the contrastive loss and the linear probe
-   does not use them.
+   d).
 
-W1, W2, W3 are initialised N(0, initializer_range) (0.02 for RoBERTa), W3's bias at 0.
+Which phase trains what. The encoder holds the transformer and the label attention's W1 and W2.
+PLM-ICD's output layer, logit_l = <W3_l, V_l> + b_l, is not part of the encoder: the contrastive
+loss reads h, which does not depend on W3/b, so they would get no gradient there. It is the
+linear probe instead (`mscl.models.heads.LabelWiseLinear`, `mscl.train.probe`): on the frozen
+encoder (transformer and W1/W2 fixed) only W3 and b train, with BCE. So
+
+    contrastive phase: the transformer layers that train (all, or the top k) + W1, W2
+    linear probe:      W3, b only
+
+Optional `trainable_layers: k` (0 <= k <= L, default null: every layer trains) freezes the
+embeddings and the lower L - k transformer layers; k = 0 freezes the whole transformer, so that
+contrastive pretraining trains the label attention (W1, W2) only. As for `hf` encoders
+(`mscl.models.text`), the frozen *prefix* runs without gradients and always in eval mode, so its
+output is a fixed function of the text: `prefix(tokens)` runs it per chunk row, and
+`python -m mscl cache-prefix` stores the real tokens' states once per dataset (packed, float16).
+A batch of cached states `{"hidden": [B, T, d], "attention_mask": [B, T]}` (T = the batch's
+longest document) is padded to whole chunks again, cut into the same [B * C, chunk_size] rows and
+the top k layers run per row with the row masks (positions inside a chunk never see another
+chunk, as in step 2); the rows are concatenated back to [B, C * chunk_size, d] for the label
+attention. In eval mode this equals the full forward on the tokens to float tolerance
+(tests/test_prefix_cache.py). With k = 0 the encoder has no dropout at all, so the two
+dropout views of a text are identical; `pretrain.text_views: token_dropout` gives two
+different views (each hides 10% of the tokens from the label attention).
+
+W1 and W2 are initialised N(0, initializer_range) (0.02 for RoBERTa).
 """
 
 from __future__ import annotations
@@ -29,11 +51,26 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
-from transformers import AutoModel, PreTrainedModel, PreTrainedTokenizerBase
+from transformers import AutoConfig, AutoModel, PreTrainedModel, PreTrainedTokenizerBase
 
 from mscl.models import check_positive_int, spec_error, validated_spec
-from mscl.models.text import TextEncoder, check_token_limit, checked_model_path, drop_pooler, load_tokenizer
+from mscl.models.text import (
+    CACHED_PREFIX_FIX,
+    TextEncoder,
+    TopLayers,
+    check_prefix_model,
+    check_token_limit,
+    check_trainable_layers,
+    checked_model_path,
+    drop_pooler,
+    load_tokenizer,
+)
+
+PLM_ICD_DEFAULTS: dict[str, Any] = {"max_length": 3072, "chunk_size": 128, "attention_dim": 512, "trainable_layers": None}
+# plm_icd spec keys that decide the prefix output (attention_dim only acts after the transformer).
+PREFIX_SPEC_KEYS = ("kind", "path", "max_length", "chunk_size", "trainable_layers")
 
 
 def to_chunks(input_ids: Tensor, attention_mask: Tensor, chunk_size: int) -> tuple[Tensor, Tensor]:
@@ -44,6 +81,22 @@ def to_chunks(input_ids: Tensor, attention_mask: Tensor, chunk_size: int) -> tup
     return input_ids.reshape(-1, chunk_size), attention_mask.reshape(-1, chunk_size)
 
 
+def pad_to_chunks(hidden: Tensor, attention_mask: Tensor, chunk_size: int) -> tuple[Tensor, Tensor]:
+    """Cached states [B, T, d] and mask [B, T], right-padded with zeros to whole chunks."""
+    missing = -hidden.shape[1] % chunk_size
+    if not missing:
+        return hidden, attention_mask
+    return F.pad(hidden, (0, 0, 0, missing)), F.pad(attention_mask, (0, missing))
+
+
+def rows_to_documents(encoded: Tensor, keep: Tensor, batch: int) -> Tensor:
+    """Encoded non-empty rows [R, chunk_size, d] back into documents [B, C * chunk_size, d]:
+    `keep` [B * C] says which rows were encoded; the others become zeros."""
+    rows = encoded.new_zeros(keep.shape[0], encoded.shape[1], encoded.shape[-1])
+    rows[keep] = encoded
+    return rows.reshape(batch, -1, encoded.shape[-1])
+
+
 def masked_label_attention(scores: Tensor, attention_mask: Tensor) -> Tensor:
     """Softmax over tokens of label scores [B, L, T], padded tokens (mask 0) getting weight 0."""
     padded = (attention_mask == 0).unsqueeze(1)  # [B, 1, T], broadcast over labels
@@ -51,16 +104,14 @@ def masked_label_attention(scores: Tensor, attention_mask: Tensor) -> Tensor:
 
 
 class LabelWiseAttention(nn.Module):
-    """Z = tanh(W1 H), A = masked softmax_T(W2 Z), V = A H; logits_l = <W3_l, V_l> + b_l."""
+    """Z = tanh(W1 H), A = masked softmax_T(W2 Z), V = A H."""
 
     def __init__(self, hidden_dim: int, attention_dim: int, num_labels: int, init_std: float):
         super().__init__()
         self.first = nn.Linear(hidden_dim, attention_dim, bias=False)  # W1
         self.second = nn.Linear(attention_dim, num_labels, bias=False)  # W2: one score row per label
-        self.third = nn.Linear(hidden_dim, num_labels)  # W3 and b: one classifier vector per label
-        for layer in (self.first, self.second, self.third):
+        for layer in (self.first, self.second):
             nn.init.normal_(layer.weight, mean=0.0, std=init_std)
-        nn.init.zeros_(self.third.bias)
 
     def attention(self, hidden: Tensor, attention_mask: Tensor) -> Tensor:
         """A [B, L, T] from H [B, T, d] and the token mask [B, T]."""
@@ -71,13 +122,13 @@ class LabelWiseAttention(nn.Module):
         """V = A H: one d-dimensional document vector per label, [B, L, d]."""
         return self.attention(hidden, attention_mask) @ hidden
 
-    def logits(self, label_vectors: Tensor) -> Tensor:
-        """logit_l = <W3_l, V_l> + b_l, [B, L]."""
-        return (label_vectors * self.third.weight).sum(dim=-1) + self.third.bias
 
+class PLMICDEncoder(TopLayers, TextEncoder):
+    """Chunked Hugging Face encoder + label-wise attention; h = mean over labels of V.
 
-class PLMICDEncoder(TextEncoder):
-    """Chunked Hugging Face encoder + label-wise attention; h = mean over labels of V."""
+    Batches are tokens (`tokenize`) or, with `trainable_layers`, cached prefix states
+    (`{"hidden", "attention_mask"}`, see the module docstring).
+    """
 
     def __init__(
         self,
@@ -88,11 +139,11 @@ class PLMICDEncoder(TextEncoder):
         chunk_size: int,
         attention_dim: int,
         num_labels: int,
+        trainable_layers: int | None = None,
     ):
         super().__init__(spec, tokenizer, max_length)
-        self.model = model
+        self.use_model(model, trainable_layers)
         self.chunk_size = chunk_size
-        self.output_dim = model.config.hidden_size
         init_std = getattr(model.config, "initializer_range", 0.02)
         self.label_attention = LabelWiseAttention(self.output_dim, attention_dim, num_labels, init_std)
 
@@ -109,39 +160,86 @@ class PLMICDEncoder(TextEncoder):
         )
         return {"input_ids": encoded["input_ids"], "attention_mask": encoded["attention_mask"]}
 
-    def token_states(self, batch: dict[str, Tensor]) -> Tensor:
-        """H [B, C * chunk_size, d]: every non-empty chunk encoded as its own row; all-padding
-        chunks are skipped and left as zeros (masked later)."""
+    def prefix(self, tokens: Mapping[str, Tensor]) -> dict[str, Tensor]:
+        """The frozen part's output for tokenised documents: `{"hidden": [B, C * chunk_size, d],
+        "attention_mask": [B, C * chunk_size]}` (the mask passed through). Every non-empty chunk
+        row runs through the embeddings and the lower L - k layers as its own sequence, without
+        gradients and in eval mode; all-padding chunks are skipped and left as zeros."""
+        input_ids, attention_mask = tokens["input_ids"], tokens["attention_mask"]
+        row_ids, row_mask = to_chunks(input_ids, attention_mask, self.chunk_size)
+        keep = row_mask.any(dim=1)
+        encoded = self.run_prefix(row_ids[keep], row_mask[keep])
+        return {"hidden": rows_to_documents(encoded, keep, input_ids.shape[0]), "attention_mask": attention_mask}
+
+    def top(self, cached: Mapping[str, Tensor]) -> tuple[Tensor, Tensor]:
+        """(H [B, C * chunk_size, d], its mask) from prefix states `{"hidden": [B, T, d],
+        "attention_mask": [B, T]}`: padded to whole chunks, the top k layers run per non-empty
+        chunk row with the row masks (with dropout in train mode), rows concatenated back."""
+        hidden, attention_mask = pad_to_chunks(cached["hidden"], cached["attention_mask"], self.chunk_size)
+        if self.trainable_layers == 0:
+            return hidden, attention_mask
+        rows, row_mask = hidden.reshape(-1, self.chunk_size, hidden.shape[-1]), attention_mask.reshape(-1, self.chunk_size)
+        keep = row_mask.any(dim=1)
+        encoded = self.run_top(rows[keep], row_mask[keep])
+        return rows_to_documents(encoded, keep, hidden.shape[0]), attention_mask
+
+    def token_states(self, batch: Mapping[str, Tensor]) -> tuple[Tensor, Tensor]:
+        """(H [B, C * chunk_size, d], its token mask [B, C * chunk_size]) from tokens or, for a
+        prefix-cached encoder, from cached prefix states. On tokens without trainable_layers
+        every non-empty chunk runs through the whole model; all-padding chunks are skipped and
+        left as zeros (masked later)."""
+        if "hidden" in batch:
+            if not self.prefix_cached:
+                raise self.no_prefix_error("but the batch holds cached prefix states", CACHED_PREFIX_FIX)
+            return self.top(batch)
+        if self.prefix_cached:
+            return self.top(self.prefix(batch))
         input_ids, attention_mask = batch["input_ids"], batch["attention_mask"]
         row_ids, row_mask = to_chunks(input_ids, attention_mask, self.chunk_size)
         keep = row_mask.any(dim=1)
         encoded = self.model(input_ids=row_ids[keep], attention_mask=row_mask[keep]).last_hidden_state
-        rows = encoded.new_zeros(row_ids.shape[0], self.chunk_size, encoded.shape[-1])
-        rows[keep] = encoded
-        return rows.reshape(input_ids.shape[0], input_ids.shape[1], -1)
+        return rows_to_documents(encoded, keep, input_ids.shape[0]), attention_mask
 
-    def label_vectors(self, batch: dict[str, Tensor]) -> Tensor:
-        """V [B, L, d]."""
-        return self.label_attention(self.token_states(batch), batch["attention_mask"])
+    def label_vectors(self, batch: Mapping[str, Tensor]) -> Tensor:
+        """V [B, L, d]: what the linear probe reads (one vector per label)."""
+        return self.label_attention(*self.token_states(batch))
 
     def forward(self, batch: dict[str, Tensor]) -> Tensor:
         return self.label_vectors(batch).mean(dim=1).float()
 
-    def label_logits(self, batch: dict[str, Tensor]) -> Tensor:
-        """The original PLM-ICD classifier's logits [B, L] (apply a sigmoid for probabilities)."""
-        return self.label_attention.logits(self.label_vectors(batch)).float()
+
+def checked_spec(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """The spec with defaults, its values checked (all but those that need the model)."""
+    spec = validated_spec(spec, required=("path",), defaults=PLM_ICD_DEFAULTS)
+    max_length, chunk_size = check_positive_int(spec, "max_length"), check_positive_int(spec, "chunk_size")
+    check_positive_int(spec, "attention_dim")
+    check_trainable_layers(spec["trainable_layers"], "plm_icd", minimum=0)
+    if max_length % chunk_size:
+        # Truncated documents must still fill whole chunks (the tokenizer refuses otherwise).
+        raise spec_error("plm_icd", "max_length", f"{max_length} is not a multiple of chunk_size {chunk_size}", f"use a multiple such as {max(1, max_length // chunk_size) * chunk_size}")
+    return spec
 
 
 def build_plm_icd(spec: Mapping[str, Any], num_labels: int) -> PLMICDEncoder:
     """PLMICDEncoder from a `plm_icd` spec; `num_labels` rows of label attention."""
-    spec = validated_spec(spec, required=("path",), defaults={"max_length": 3072, "chunk_size": 128, "attention_dim": 512})
+    spec = checked_spec(spec)
     path = checked_model_path("plm_icd", spec)
-    max_length, chunk_size = check_positive_int(spec, "max_length"), check_positive_int(spec, "chunk_size")
-    attention_dim = check_positive_int(spec, "attention_dim")
-    if max_length % chunk_size:
-        # Truncated documents must still fill whole chunks (the tokenizer refuses otherwise).
-        raise spec_error("plm_icd", "max_length", f"{max_length} is not a multiple of chunk_size {chunk_size}", f"use a multiple such as {max(1, max_length // chunk_size) * chunk_size}")
     model = AutoModel.from_pretrained(path, dtype=torch.float32)
-    check_token_limit("plm_icd", "chunk_size", chunk_size, model)
+    check_token_limit("plm_icd", "chunk_size", spec["chunk_size"], model)
+    check_prefix_model(model, spec["trainable_layers"], "plm_icd")
     drop_pooler(model)
-    return PLMICDEncoder(spec, model, load_tokenizer(path), max_length, chunk_size, attention_dim, num_labels)
+    return PLMICDEncoder(
+        spec, model, load_tokenizer(path), spec["max_length"], spec["chunk_size"], spec["attention_dim"], num_labels, spec["trainable_layers"]
+    )
+
+
+def prefix_spec(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """The part of a `plm_icd` spec (defaults filled in) that decides the prefix output: kind,
+    path, max_length, chunk_size and trainable_layers."""
+    spec = validated_spec(spec, required=("path",), defaults=PLM_ICD_DEFAULTS)
+    return {key: spec[key] for key in PREFIX_SPEC_KEYS}
+
+
+def hidden_size(spec: Mapping[str, Any]) -> int:
+    """d of the spec's model, read from its config alone (no weights loaded)."""
+    return int(AutoConfig.from_pretrained(checked_model_path("plm_icd", checked_spec(spec))).hidden_size)

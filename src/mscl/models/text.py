@@ -22,7 +22,9 @@ one `/`, or exists) must be a folder with a `config.json` and a weights file.
   (`python -m mscl cache-prefix`, `mscl.train.prefix`). `forward` then takes either tokens or
   cached `{"hidden", "attention_mask"}` and runs only the top k layers on the latter; on tokens
   it runs `prefix` itself first, so both inputs give the same h (in train mode too: the frozen
-  part has no dropout either way; the top layers' dropout still gives two views).
+  part has no dropout either way; the top layers' dropout still gives two views). The freezing,
+  prefix and top-layer code is the `TopLayers` mixin, which `plm_icd` encoders share
+  (`mscl.models.plm_icd`: there the prefix runs per chunk row and k may be 0).
 
 `llama_lora` spec: `{"kind": "llama_lora", "path": ..., "max_length": 512, "lora_r": 16,
   "lora_alpha": 32, "lora_dropout": 0.1, "bf16": true, "gradient_checkpointing": false,
@@ -74,6 +76,7 @@ PREFIX_MODEL_TYPES = ("bert", "roberta", "xlm-roberta", "camembert")
 HF_DEFAULTS: dict[str, Any] = {"max_length": 512, "pooling": "cls", "trainable_layers": None}
 # hf spec keys that decide the prefix (embeddings + frozen layers) output; pooling does not.
 PREFIX_SPEC_KEYS = ("kind", "path", "max_length", "trainable_layers")
+CACHED_PREFIX_FIX = "set `trainable_layers` to the value the cache was made with, or pass tokens"
 
 
 def looks_local(path: str) -> bool:
@@ -170,30 +173,29 @@ class TextEncoder(Encoder):
         return {"input_ids": encoded["input_ids"], "attention_mask": encoded["attention_mask"]}
 
 
-class HFEncoder(TextEncoder):
-    """A Hugging Face encoder (RoBERTa, BERT, ...) with first-token or mean pooling.
+class TopLayers:
+    """Top-layer training for an encoder whose `self.model` is a BERT/RoBERTa-style base model
+    (`embeddings` -> `encoder.layer[i](hidden, mask)`) and whose `self.trainable_layers` is k
+    or None. Shared by `HFEncoder` and `mscl.models.plm_icd.PLMICDEncoder`.
 
-    With `trainable_layers` = k the embeddings and the lower L - k layers are frozen: see the
-    module docstring, `prefix` and `forward`.
+    With k set, the embeddings and the lower L - k layers are the frozen *prefix*: `use_model`
+    takes the model and turns the prefix's gradients off, `run_prefix` runs it without gradients
+    and in eval mode, `run_top` runs the top k layers (with dropout in train mode).
     """
 
-    def __init__(
-        self,
-        spec: Mapping[str, Any],
-        model: PreTrainedModel,
-        tokenizer: PreTrainedTokenizerBase,
-        max_length: int,
-        pooling: str,
-        trainable_layers: int | None = None,
-    ):
-        super().__init__(spec, tokenizer, max_length)
+    model: PreTrainedModel
+    output_dim: int
+    trainable_layers: int | None
+    spec: dict[str, Any]
+
+    def use_model(self, model: PreTrainedModel, trainable_layers: int | None) -> None:
+        """Take `model` (output_dim = its hidden size) and freeze the prefix that
+        `trainable_layers` leaves (nothing when it is None)."""
         self.model = model
-        self.pool = first_token if pooling == "cls" else masked_mean
         self.output_dim = model.config.hidden_size
         self.trainable_layers = trainable_layers
-        if trainable_layers is not None:
-            for module in self.frozen_modules():
-                module.requires_grad_(False)
+        for module in self.frozen_modules():
+            module.requires_grad_(False)
 
     @property
     def prefix_cached(self) -> bool:
@@ -213,6 +215,10 @@ class HFEncoder(TextEncoder):
             return []
         return [self.model.embeddings, *self.model.encoder.layer[: self.frozen_layers]]
 
+    def no_prefix_error(self, problem: str, fix: str = "set `trainable_layers` to the number of top layers to fine-tune") -> ValueError:
+        """The error for prefix work asked of an encoder without `trainable_layers`."""
+        return spec_error(self.spec["kind"], "trainable_layers", f"is null, {problem}", fix)
+
     def run_layers(self, layers: Sequence[nn.Module], hidden: Tensor, attention_mask: Tensor) -> Tensor:
         """hidden [B, T, H] through `layers` (BertLayer/RobertaLayer modules) in turn.
 
@@ -226,37 +232,68 @@ class HFEncoder(TextEncoder):
             hidden = layer(hidden, mask)
         return hidden
 
-    def prefix(self, tokens: Mapping[str, Tensor]) -> dict[str, Tensor]:
-        """The frozen part's output for tokenised texts: `{"hidden": [B, T, H] float,
-        "attention_mask": [B, T]}` (the mask passed through), computed without gradients and in
-        eval mode whatever the module's train flag (which is left as it was)."""
+    def run_prefix(self, input_ids: Tensor, attention_mask: Tensor) -> Tensor:
+        """The frozen part's output [B, T, H] for token rows [B, T], computed without gradients
+        and in eval mode whatever the module's train flag (which is left as it was)."""
         if not self.prefix_cached:
-            raise ValueError("encoder spec (hf) key 'trainable_layers': is null, so the encoder has no frozen prefix. Fix: set `trainable_layers` to the number of top layers to fine-tune")
+            raise self.no_prefix_error("so the encoder has no frozen prefix")
         modules = [module for frozen in self.frozen_modules() for module in frozen.modules()]
         flags = [module.training for module in modules]
         try:
             for module in modules:
                 module.training = False
             with torch.no_grad():
-                hidden = self.model.embeddings(input_ids=tokens["input_ids"])
-                hidden = self.run_layers(self.model.encoder.layer[: self.frozen_layers], hidden, tokens["attention_mask"])
+                hidden = self.model.embeddings(input_ids=input_ids)
+                return self.run_layers(self.model.encoder.layer[: self.frozen_layers], hidden, attention_mask)
         finally:
             for module, flag in zip(modules, flags):
                 module.training = flag
-        return {"hidden": hidden, "attention_mask": tokens["attention_mask"]}
+
+    def run_top(self, hidden: Tensor, attention_mask: Tensor) -> Tensor:
+        """The top k layers on prefix states [B, T, H] with their mask [B, T] (k = 0: unchanged)."""
+        layers = self.model.encoder.layer[self.frozen_layers :]
+        if not len(layers):
+            return hidden
+        return self.run_layers(layers, hidden.to(self.model.dtype), attention_mask)
+
+
+class HFEncoder(TopLayers, TextEncoder):
+    """A Hugging Face encoder (RoBERTa, BERT, ...) with first-token or mean pooling.
+
+    With `trainable_layers` = k the embeddings and the lower L - k layers are frozen: see the
+    module docstring, `prefix` and `forward`.
+    """
+
+    def __init__(
+        self,
+        spec: Mapping[str, Any],
+        model: PreTrainedModel,
+        tokenizer: PreTrainedTokenizerBase,
+        max_length: int,
+        pooling: str,
+        trainable_layers: int | None = None,
+    ):
+        super().__init__(spec, tokenizer, max_length)
+        self.use_model(model, trainable_layers)
+        self.pool = first_token if pooling == "cls" else masked_mean
+
+    def prefix(self, tokens: Mapping[str, Tensor]) -> dict[str, Tensor]:
+        """The frozen part's output for tokenised texts: `{"hidden": [B, T, H] float,
+        "attention_mask": [B, T]}` (the mask passed through), computed without gradients and in
+        eval mode whatever the module's train flag (which is left as it was)."""
+        return {"hidden": self.run_prefix(tokens["input_ids"], tokens["attention_mask"]), "attention_mask": tokens["attention_mask"]}
 
     def top(self, cached: Mapping[str, Tensor]) -> Tensor:
         """The top k layers on prefix states `{"hidden": [B, T, H], "attention_mask": [B, T]}`:
         the last hidden state [B, T, H] (with dropout in train mode)."""
-        hidden = cached["hidden"].to(self.model.dtype)
-        return self.run_layers(self.model.encoder.layer[self.frozen_layers :], hidden, cached["attention_mask"])
+        return self.run_top(cached["hidden"], cached["attention_mask"])
 
     def forward(self, batch: dict[str, Tensor]) -> Tensor:
         """h [B, H] float32 from tokens (`input_ids`, `attention_mask`) or, for a prefix-cached
         encoder, from cached prefix states (`hidden`, `attention_mask`)."""
         if "hidden" in batch:
             if not self.prefix_cached:
-                raise ValueError("encoder spec (hf) key 'trainable_layers': is null, but the batch holds cached prefix states. Fix: set `trainable_layers` to the value the cache was made with, or pass tokens")
+                raise self.no_prefix_error("but the batch holds cached prefix states", CACHED_PREFIX_FIX)
             hidden = self.top(batch)
         elif self.prefix_cached:
             hidden = self.top(self.prefix(batch))
@@ -278,25 +315,27 @@ class LlamaLoraEncoder(TextEncoder):
         return last_token(hidden, batch["attention_mask"]).float()
 
 
-def check_trainable_layers(value: Any) -> int | None:
-    """spec["trainable_layers"] before the model loads: null or a positive int."""
+def check_trainable_layers(value: Any, kind: str = "hf", minimum: int = 1) -> int | None:
+    """spec["trainable_layers"] before the model loads: null or an int >= `minimum` (hf: 1, since
+    h needs a trained layer; plm_icd: 0, its label attention trains on a frozen transformer)."""
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise spec_error("hf", "trainable_layers", f"must be null (all layers train) or a positive integer, got {value!r}", "set `trainable_layers` to the number of top transformer layers to fine-tune, e.g. 1, or null")
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        wanted = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
+        raise spec_error(kind, "trainable_layers", f"must be null (all layers train) or {wanted}, got {value!r}", "set `trainable_layers` to the number of top transformer layers to fine-tune, e.g. 1, or null")
     return value
 
 
-def check_prefix_model(model: PreTrainedModel, trainable_layers: int | None) -> None:
+def check_prefix_model(model: PreTrainedModel, trainable_layers: int | None, kind: str = "hf") -> None:
     """trainable_layers against the loaded model: a supported layout and k <= its layer count."""
     if trainable_layers is None:
         return
     model_type = getattr(model.config, "model_type", "")
     layers = getattr(getattr(model, "encoder", None), "layer", None)
     if model_type not in PREFIX_MODEL_TYPES or getattr(model.config, "is_decoder", False) or not isinstance(layers, nn.ModuleList) or not hasattr(model, "embeddings"):
-        raise spec_error("hf", "trainable_layers", f"top-layer training is not supported for model type {model_type!r}", f"use a model of type {list(PREFIX_MODEL_TYPES)} or set `trainable_layers: null`")
+        raise spec_error(kind, "trainable_layers", f"top-layer training is not supported for model type {model_type!r}", f"use a model of type {list(PREFIX_MODEL_TYPES)} or set `trainable_layers: null`")
     if trainable_layers > len(layers):
-        raise spec_error("hf", "trainable_layers", f"{trainable_layers} exceeds the {len(layers)} layers of this {model_type} model", f"set `trainable_layers` to at most {len(layers)} (or null to train every layer)")
+        raise spec_error(kind, "trainable_layers", f"{trainable_layers} exceeds the {len(layers)} layers of this {model_type} model", f"set `trainable_layers` to at most {len(layers)} (or null to train every layer)")
 
 
 def build_hf(spec: Mapping[str, Any], num_labels: int) -> HFEncoder:

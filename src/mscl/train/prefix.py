@@ -1,22 +1,26 @@
-"""`python -m mscl cache-prefix`: the frozen part of a top-layer `hf` encoder, run once per
-dataset and cached, so that training and the probe run only the top layers.
+"""`python -m mscl cache-prefix`: the frozen part of a top-layer `hf` or `plm_icd` encoder, run
+once per dataset and cached, so that training and the probe run only the top layers.
 
     python -m mscl cache-prefix --data DIR --encoder-spec JSON_OR_FILE --out FILE [--batch-size 64]
 
 An `hf` encoder spec with `trainable_layers: k` (`mscl.models.text`) freezes the embeddings and
-the lower L - k transformer layers. That *prefix* always runs in eval mode without gradients,
-so its output is a fixed function of the text: this command computes it for every split
-(train/val/test, column `text`) and writes one file; the top k layers then run on it exactly
-as the full model would (eval mode: equal to float tolerance). `--encoder-spec` is inline JSON
-starting with '{' or a JSON/YAML file holding either the encoder spec or a whole run spec (its
-`encoder` is used). The prefix is built from the spec's `path`, never from a pretraining
-run's encoder.pt: the frozen weights are the pretrained ones, so one cache serves pretraining
-and the probe alike.
+the lower L - k transformer layers; so does a `plm_icd` spec (`mscl.models.plm_icd`; there k may
+be 0: the whole transformer is frozen and only the label attention trains). That *prefix*
+always runs in eval mode without gradients, so its output is a fixed function of the text: this
+command computes it for every split (train/val/test, column `text`) and writes one file; the
+top k layers then run on it exactly as the full model would (eval mode: equal to float
+tolerance). For `plm_icd` the prefix runs per chunk row as the full model does (each
+chunk_size-token chunk of a document is its own sequence); the document's rows are stored
+concatenated, real tokens only, and the top layers cut them into the same chunks again.
+`--encoder-spec` is inline JSON starting with '{' or a JSON/YAML file holding either the
+encoder spec or a whole run spec (its `encoder` is used). The prefix is built from the spec's
+`path`, never from a pretraining run's encoder.pt: the frozen weights are the pretrained ones,
+so one cache serves pretraining and the probe alike.
 
 File (`torch.load(path, weights_only=True)`; written atomically):
 
     {"format": 1,
-     "fingerprint": {"encoder": {kind, path, max_length, trainable_layers},   # prefix_spec
+     "fingerprint": {"encoder": {kind, path, max_length, (plm_icd: chunk_size,) trainable_layers},
                      "ids": {split: sha256 of the split's ids joined by newlines}},
      "splits": {split: {"ids": [str, ...],                   # manifest order
                         "hidden": float16 [sum of lengths, H],  # real tokens only, packed
@@ -31,8 +35,8 @@ attention), so they are not stored. Size: H * 2 bytes per real token (MiniLM, H 
 API for training code (pretrain / probe wiring `--prefix-cache FILE`):
 
     load_prefix_cache(path, spec_encoder, splits) -> {name: {"hidden", "lengths", "offsets"}}
-        Checks the format and the fingerprint: the encoder spec (kind, path, max_length,
-        trainable_layers; defaults filled in) and the ids of every split in `splits`
+        Checks the format and the fingerprint: the encoder spec (`mscl.models.prefix_spec`:
+        kind, path, max_length, trainable_layers, plm_icd's chunk_size; defaults filled in) and the ids of every split in `splits`
         ({name: mscl.train.data.Split}) must match, else InputError telling the user to rerun
         cache-prefix. Splits of the file that are not asked for are ignored. `hidden` stays
         float16 in memory (half the size); items are cast to float32 one by one.
@@ -48,8 +52,9 @@ API for training code (pretrain / probe wiring `--prefix-cache FILE`):
     mscl.train.data.make_loader(dataset, ..., collate_fn=collate_prefix) -> DataLoader
 
 A batch (moved to the device) goes straight into the encoder: `encoder({"hidden": ...,
-"attention_mask": ...})` -> h [B, H] runs the top k layers and the pooling; in train mode
-two calls give two dropout views, as with tokens. The encoder must be built from the same
+"attention_mask": ...})` -> h [B, H] runs the top k layers and the pooling (plm_icd: pads the
+batch to whole chunks, runs the top k layers per chunk row and the label attention); in train
+mode two calls give two dropout views, as with tokens. The encoder must be built from the same
 spec (`encoder.prefix_cached` is True); `encoder(tokens)` still works and gives the same h.
 """
 
@@ -87,12 +92,13 @@ def ids_digest(ids: Sequence[str]) -> str:
 
 
 def encoder_fingerprint(spec_encoder: Any, where: str | Path | None) -> dict[str, Any]:
-    """The prefix-relevant part of an `hf` spec with `trainable_layers`; InputError otherwise."""
-    from mscl.models.text import prefix_spec
+    """The prefix-relevant part of an `hf` or `plm_icd` spec with `trainable_layers`
+    (`mscl.models.prefix_spec`); InputError otherwise."""
+    from mscl.models import PREFIX_KINDS, prefix_spec
 
-    if not isinstance(spec_encoder, Mapping) or spec_encoder.get("kind") != "hf":
-        kind = spec_encoder.get("kind") if isinstance(spec_encoder, Mapping) else spec_encoder
-        raise InputError(where, f"prefix caching needs an `hf` encoder spec, got kind {kind!r}", "use an hf encoder with `trainable_layers: k`", field="encoder.kind")
+    kind = spec_encoder.get("kind") if isinstance(spec_encoder, Mapping) else spec_encoder
+    if kind not in PREFIX_KINDS:
+        raise InputError(where, f"prefix caching needs an encoder spec of kind {' or '.join(PREFIX_KINDS)}, got kind {kind!r}", "use an hf or plm_icd encoder with `trainable_layers: k`", field="encoder.kind")
     try:
         fingerprint = prefix_spec(spec_encoder)
     except ValueError as error:
@@ -152,7 +158,7 @@ def prefix_split(encoder: Any, texts: Sequence[str], batch_size: int, device: to
 
 def cache_prefix(encoder: Any, splits: Mapping[str, Split], batch_size: int, device: torch.device) -> dict[str, Any]:
     """The cache-file payload for `splits` ({name: Split} of texts), from a prefix-cached encoder."""
-    from mscl.models.text import prefix_spec
+    from mscl.models import prefix_spec
 
     fingerprint = {"encoder": prefix_spec(encoder.spec), "ids": {}}
     payload: dict[str, Any] = {"format": FORMAT, "fingerprint": fingerprint, "splits": {}}
@@ -260,7 +266,7 @@ def collate_prefix(samples: list[dict[str, Any]], num_labels: int) -> dict[str, 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m mscl cache-prefix", description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", required=True, type=Path, help="prepared text manifest folder")
-    parser.add_argument("--encoder-spec", required=True, help="hf encoder spec with trainable_layers (or a run spec): inline JSON starting with '{' or a JSON/YAML file")
+    parser.add_argument("--encoder-spec", required=True, help="hf or plm_icd encoder spec with trainable_layers (or a run spec): inline JSON starting with '{' or a JSON/YAML file")
     parser.add_argument("--out", required=True, type=Path, help="cache file to write (.pt)")
     parser.add_argument("--batch-size", type=int, default=DEFAULT_BATCH_SIZE, help=f"texts per prefix batch (default {DEFAULT_BATCH_SIZE})")
     return parser.parse_args(argv)

@@ -86,7 +86,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--prefix-cache",
         type=Path,
         default=None,
-        help="frozen-prefix cache of a trainable_layers hf encoder (python -m mscl cache-prefix): train the top layers on it",
+        help="frozen-prefix cache of a trainable_layers hf or plm_icd encoder (python -m mscl cache-prefix): train the top layers on it",
     )
     parser.add_argument(
         "--stop-after-epoch",

@@ -16,10 +16,24 @@ returns both macro-F1 definitions (`macro_f1_caml`, `macro_f1_per_class`); `macr
 one of the spec's dataset family (`mscl.metrics.macro_f1_definition`), which metrics.json
 records as `macro_f1_definition`. A dataset without a family is refused before any work.
 
+PLM-ICD (`plm_icd` encoders) keeps its label-wise information: the probe is PLM-ICD's own
+output layer, logit_l = <W3_l, V_l> + b_l, on the label-attention vectors V [N, L, d] of the
+frozen encoder (transformer and label attention W1/W2 fixed; only W3 and b train;
+`mscl.models.heads.LabelWiseLinear`). V is L times larger than h, so where it is kept is a
+memory rule: when V of all three splits takes at most LABEL_VECTOR_BUDGET_BYTES as float16
+(default 4 GiB; environment variable MSCL_LABEL_VECTOR_BUDGET_MB) it is extracted once and
+cached in `features_{split}.pt` as float16 like any feature; otherwise it is *streamed*: never
+stored, recomputed under no_grad by the frozen encoder for every probe batch (and every val
+pass) from the split's cached prefix states (`--prefix-cache`: k = 0 makes that the label
+attention alone, k > 0 adds the top k layers) or, without a prefix cache, from the texts
+through the whole encoder, `batch_size` (the run's pretraining batch) documents at a time. Both
+paths give the same V (to float tolerance) and the same outputs.
+
 Outputs in --out: test_scores.parquet (columns id, labels = gold label names, scores = one
 float32 probability per label in labels.txt order, which the file's metadata also holds as
 `mscl.label_names`), metrics.json, probe_log.csv, resolved_spec.json, versions.json and
-the feature caches. metrics.json writes NaN (a metric with nothing to average) as null.
+the feature caches (none when V is streamed). metrics.json writes NaN (a metric with nothing
+to average) as null; its `feature_dim` is the width of one feature vector (d for PLM-ICD).
 """
 
 from __future__ import annotations
@@ -29,10 +43,11 @@ import copy
 import functools
 import json
 import math
+import os
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence, Union
 
 import numpy as np
 import pyarrow as pa
@@ -62,6 +77,14 @@ from mscl.train.runtime import (
 from mscl.train.spec import ProbeSpec, RunSpec, load_spec
 
 LOG_COLUMNS = ("epoch", "train_loss", "val_selected", "val_micro_f1", "val_macro_f1", "val_map", "seconds")
+# PLM-ICD's label vectors V of all three splits are cached (memory and features_{split}.pt) when
+# they take at most this many bytes as float16, and streamed otherwise (module docstring). 4 GiB
+# holds MIMIC-III top-50 at d = 768 (11,368 documents x 50 labels: 0.9 GB) and every embedded
+# demo setting, in host and GPU memory beside the model; the full label spaces (MIMIC-III Full:
+# ~0.7 TB) and MIMIC-IV's top-50 sets (over 100k documents) stream.
+LABEL_VECTOR_BUDGET_BYTES = int(float(os.environ.get("MSCL_LABEL_VECTOR_BUDGET_MB", "4096")) * 2**20)
+# Cached label vectors are scored this many samples at a time (bounds the float32 copy).
+EVAL_CHUNK = 256
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -74,7 +97,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--prefix-cache",
         type=Path,
         default=None,
-        help="frozen-prefix cache of a trainable_layers hf encoder (python -m mscl cache-prefix)",
+        help="frozen-prefix cache of a trainable_layers hf or plm_icd encoder (python -m mscl cache-prefix)",
     )
     return parser.parse_args(argv)
 
@@ -105,10 +128,11 @@ def load_frozen_encoder(spec: RunSpec, num_labels: int, weights: Path, device: t
 @torch.no_grad()
 def extract_features(
     encoder: nn.Module, split: Split, spec: RunSpec, device: torch.device, precision: str, name: str,
-    cached: dict[str, Tensor] | None = None,
+    cached: dict[str, Tensor] | None = None, label_wise: bool = False,
 ) -> Tensor:  # fmt: skip
     """[N, output_dim] float32 CPU features of a split, in manifest order (from the split's
-    cached prefix states when `cached` is given)."""
+    cached prefix states when `cached` is given); with `label_wise` (PLM-ICD) the label
+    vectors V [N, L, d] as float16 instead."""
     # The pretraining batch fits on the device with gradients for two views, so it fits here.
     options = dict(shuffle=False, drop_last=False, generator=None, num_workers=spec.pretrain.num_workers, device=device)
     if cached is not None:
@@ -117,6 +141,7 @@ def extract_features(
         loader = make_loader(PrefixDataset(split, cached), spec.batch_size, collate_fn=collate_prefix, **options)
     else:
         loader = make_loader(eval_dataset(split, spec.modality, spec.pretrain.image_size), spec.batch_size, **options)
+    represent = encoder.label_vectors if label_wise else encoder
     chunks = []
     for batch in tqdm(loader, desc=f"features {name}", disable=None, file=sys.stderr):
         if spec.modality in VIEW_KEYS:
@@ -127,14 +152,19 @@ def extract_features(
         else:
             inputs = {key: value.to(device, non_blocking=True) for key, value in text_inputs(encoder, batch).items()}
         with autocast(device, precision):
-            chunks.append(encoder(inputs).float().cpu())
+            output = represent(inputs)
+        chunks.append(output.half().cpu() if label_wise else output.float().cpu())
     return torch.cat(chunks)
 
 
 def cache_fingerprint(spec: RunSpec, split: Split) -> dict[str, Any]:
-    """What the cached features depend on besides the weights (whose age is checked apart)."""
+    """What the cached features depend on besides the weights (whose age is checked apart);
+    PLM-ICD's label vectors say so, so that a cache of h [N, d] is never taken for them."""
     image_size = spec.pretrain.image_size if spec.modality == "image" else None
-    return {"encoder": spec.encoder, "image_size": image_size, "ids": split.ids}
+    fingerprint = {"encoder": spec.encoder, "image_size": image_size, "ids": split.ids}
+    if is_label_wise(spec):
+        fingerprint["representation"] = "label_vectors"
+    return fingerprint
 
 
 def cached_features(
@@ -162,29 +192,129 @@ def better(value: float, best: float | None) -> bool:
     return not math.isnan(value) and (best is None or value > best)
 
 
-def probabilities(layer: nn.Module, features: Tensor) -> np.ndarray:
+def is_label_wise(spec: RunSpec) -> bool:
+    """PLM-ICD encoders are probed label-wise on V (`LabelWiseLinear`), the others on h."""
+    return spec.encoder.get("kind") == "plm_icd"
+
+
+def label_vector_bytes(sizes: Sequence[int], num_labels: int, dim: int) -> int:
+    """Bytes of V [N, L, d] as float16 for splits of `sizes` samples."""
+    return sum(sizes) * num_labels * dim * 2
+
+
+class CachedInputs:
+    """Probe inputs held on the device: features h [N, F] or PLM-ICD's label vectors V
+    [N, L, d] (float16, handed out as float32)."""
+
+    def __init__(self, tensor: Tensor, device: torch.device):
+        self.tensor = tensor.to(device)
+        self.label_wise = tensor.dim() == 3
+        self.dim = int(tensor.shape[-1])
+
+    def __len__(self) -> int:
+        return len(self.tensor)
+
+    def take(self, index: Tensor) -> Tensor:
+        """The inputs of samples `index`, float32."""
+        return self.tensor[index.to(self.tensor.device)].float()
+
+    def batches(self) -> Iterator[Tensor]:
+        """Every sample in order: h in one piece, V EVAL_CHUNK samples at a time."""
+        if not self.label_wise:
+            yield self.tensor.float()
+            return
+        for start in range(0, len(self.tensor), EVAL_CHUNK):
+            yield self.tensor[start : start + EVAL_CHUNK].float()
+
+
+class StreamedLabelVectors:
+    """PLM-ICD's V [B, L, d] of one split, computed on request by the frozen encoder (eval
+    mode, no_grad), `micro_batch` documents at a time, from the split's cached prefix states
+    (`cached`: load_prefix_cache(...)[name]) or else its texts. Nothing is kept."""
+
+    label_wise = True
+
+    def __init__(
+        self, encoder: nn.Module, split: Split, cached: Mapping[str, Tensor] | None, micro_batch: int,
+        device: torch.device, precision: str,
+    ):  # fmt: skip
+        from mscl.train.prefix import PrefixDataset
+
+        self.encoder, self.split, self.micro_batch, self.device, self.precision = encoder, split, micro_batch, device, precision
+        self.prefix = PrefixDataset(split, cached) if cached is not None else None
+        self.dim = int(encoder.output_dim)
+
+    def __len__(self) -> int:
+        return len(self.split)
+
+    def encoder_inputs(self, rows: list[int]) -> dict[str, Tensor]:
+        if self.prefix is None:
+            batch = self.encoder.tokenize([self.split.items[row] for row in rows])
+        else:
+            from mscl.train.prefix import collate_prefix
+
+            collated = collate_prefix([self.prefix[row] for row in rows], self.split.num_labels)
+            batch = {"hidden": collated["hidden"], "attention_mask": collated["attention_mask"]}
+        return {key: value.to(self.device, non_blocking=True) for key, value in batch.items()}
+
+    @torch.no_grad()
+    def take(self, index: Tensor) -> Tensor:
+        """V of samples `index` [len(index), L, d], float32."""
+        parts = []
+        for rows in index.cpu().split(self.micro_batch):
+            with autocast(self.device, self.precision):
+                parts.append(self.encoder.label_vectors(self.encoder_inputs(rows.tolist())).float())
+        return torch.cat(parts)
+
+    def batches(self) -> Iterator[Tensor]:
+        """V of every sample in order, micro_batch documents at a time."""
+        for start in range(0, len(self), self.micro_batch):
+            yield self.take(torch.arange(start, min(start + self.micro_batch, len(self))))
+
+
+ProbeInputs = Union[CachedInputs, StreamedLabelVectors]
+
+
+def as_inputs(features: Tensor | ProbeInputs, device: torch.device) -> ProbeInputs:
+    """A feature tensor (h [N, F] or V [N, L, d]) on the device, or probe inputs as given."""
+    return CachedInputs(features, device) if isinstance(features, Tensor) else features
+
+
+def probabilities(layer: nn.Module, inputs: Tensor | ProbeInputs) -> np.ndarray:
+    """Sigmoid scores [N, L] of every sample, in order."""
+    device = next(layer.parameters()).device
     with torch.no_grad():
-        return torch.sigmoid(layer(features)).cpu().numpy()
+        return torch.cat([torch.sigmoid(layer(batch)) for batch in as_inputs(inputs, device).batches()]).cpu().numpy()
+
+
+def probe_layer(inputs: ProbeInputs, num_labels: int) -> nn.Module:
+    """nn.Linear(F, L) on h; PLM-ICD's output layer (W3, b: `LabelWiseLinear`) on V."""
+    if inputs.label_wise:
+        from mscl.models.heads import LabelWiseLinear
+
+        return LabelWiseLinear(num_labels, inputs.dim)
+    return nn.Linear(inputs.dim, num_labels)
 
 
 def train_probe(
-    features: dict[str, Tensor],
+    features: Mapping[str, Tensor | ProbeInputs],
     targets: dict[str, Tensor],
     cfg: ProbeSpec,
     seed: int,
     device: torch.device,
     macro_f1: str,
 ) -> tuple[nn.Module, int, dict[str, Any], list[dict[str, Any]]]:
-    """Fit the linear layer; return (best layer, best epoch, its val metrics, log rows).
+    """Fit the probe layer on features["train"] (tensors, cached or streamed inputs), select the
+    epoch on features["val"]; return (best layer, best epoch, its val metrics, log rows).
 
     `macro_f1` is the macro-F1 definition the val metrics' `macro_f1` (and so a select_metric of
     macro_f1) uses: the dataset's `mscl.metrics.macro_f1_definition`.
     """
     torch.manual_seed(seed)
     order_generator = torch.Generator().manual_seed(seed)
-    train_x, train_y = features["train"].to(device), targets["train"].to(device)
-    val_x, val_y = features["val"].to(device), targets["val"].numpy()
-    layer = nn.Linear(train_x.shape[1], train_y.shape[1]).to(device)
+    train, val = as_inputs(features["train"], device), as_inputs(features["val"], device)
+    train_y, val_y = targets["train"].to(device), targets["val"].numpy()
+    layer = probe_layer(train, train_y.shape[1]).to(device)
     optimizer = torch.optim.Adam(layer.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     criterion = nn.BCEWithLogitsLoss()
     best_layer, best_epoch, best_metrics, best_value, rows = layer, 0, {}, None, []
@@ -193,22 +323,21 @@ def train_probe(
         started = time.perf_counter()
         layer.train()
         loss_sum, batches = 0.0, 0
-        for index in torch.randperm(len(train_x), generator=order_generator).split(cfg.batch_size):
-            index = index.to(device)
-            loss = criterion(layer(train_x[index]), train_y[index])
+        for index in torch.randperm(len(train), generator=order_generator).split(cfg.batch_size):
+            loss = criterion(layer(train.take(index)), train_y[index.to(device)])
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
             loss_sum, batches = loss_sum + loss.item(), batches + 1
         layer.eval()
-        metrics = evaluate(val_y, probabilities(layer, val_x), macro_f1_definition=macro_f1)
+        metrics = evaluate(val_y, probabilities(layer, val), macro_f1_definition=macro_f1)
         value = float(metrics[cfg.select_metric])
         if better(value, best_value):
             best_layer, best_epoch, best_metrics, best_value = copy.deepcopy(layer), epoch, metrics, value
         seconds = time.perf_counter() - started
         print(
             f"probe epoch {epoch}/{cfg.epochs}: train BCE {loss_sum / batches:.4f}, lr {cfg.lr:g}, "
-            f"{len(train_x) / seconds:.0f} samples/s, val {cfg.select_metric} {value:.4f}, elapsed "
+            f"{len(train) / seconds:.0f} samples/s, val {cfg.select_metric} {value:.4f}, elapsed "
             f"{time.perf_counter() - fit_started:.1f} s",
             file=sys.stderr,
             flush=True,
@@ -261,6 +390,26 @@ def write_log(path: Path, rows: list[dict[str, Any]]) -> None:
     write_text(path, "\n".join(lines) + "\n")
 
 
+def stream_label_vectors(spec: RunSpec, splits: Mapping[str, Split], num_labels: int) -> bool:
+    """Whether PLM-ICD's V of all splits exceeds LABEL_VECTOR_BUDGET_BYTES (then it streams);
+    d comes from the model's config, so a run with cached features never loads the model."""
+    from mscl.models.plm_icd import hidden_size
+
+    try:
+        dim = hidden_size(spec.encoder)
+    except ValueError as error:
+        raise InputError("--spec", str(error), "fix the encoder spec", field="encoder") from error
+    needed = label_vector_bytes([len(split) for split in splits.values()], num_labels, dim)
+    streamed = needed > LABEL_VECTOR_BUDGET_BYTES
+    print(
+        f"probe: PLM-ICD output layer on the label vectors V ({num_labels} labels x {dim}): "
+        f"{needed / 2**20:.0f} MiB as float16, budget {LABEL_VECTOR_BUDGET_BYTES / 2**20:.0f} MiB "
+        f"(MSCL_LABEL_VECTOR_BUDGET_MB): {'streamed from the encoder per batch' if streamed else 'cached'}",
+        file=sys.stderr,
+    )
+    return streamed
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     exit_on_sigterm("probe: stopped by SIGTERM; cached features stay and a rerun reuses them")
@@ -294,18 +443,29 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return load_prefix_cache(args.prefix_cache, spec.encoder, splits)
 
-    def compute(name: str) -> Tensor:
+    def prefix_of(name: str) -> dict[str, Tensor] | None:
         cached = prefix_states()
-        return extract_features(frozen_encoder(), splits[name], spec, device, precision, name, cached and cached[name])
+        return cached and cached[name]
 
-    features = {
-        name: cached_features(out / f"features_{name}.pt", weights, splits[name], spec, lambda n=name: compute(n))
-        for name in SPLITS
-    }
+    def compute(name: str) -> Tensor:
+        return extract_features(frozen_encoder(), splits[name], spec, device, precision, name, prefix_of(name), label_wise)
+
+    label_wise = is_label_wise(spec)
+    if label_wise and stream_label_vectors(spec, splits, len(vocabulary)):
+        micro_batch = spec.batch_size  # fits with gradients for two views in pretraining
+        features: dict[str, Any] = {
+            name: StreamedLabelVectors(frozen_encoder(), splits[name], prefix_of(name), micro_batch, device, precision)
+            for name in SPLITS
+        }
+    else:
+        features = {
+            name: cached_features(out / f"features_{name}.pt", weights, splits[name], spec, lambda n=name: compute(n))
+            for name in SPLITS
+        }
     targets = {name: splits[name].targets for name in SPLITS}
     layer, best_epoch, val_best, rows = train_probe(features, targets, spec.probe, spec.seed, device, macro_f1)
     write_log(out / "probe_log.csv", rows)
-    test_scores = probabilities(layer.eval(), features["test"].to(device))
+    test_scores = probabilities(layer.eval(), as_inputs(features["test"], device))
     write_test_scores(out / "test_scores.parquet", splits["test"], test_scores, vocabulary)
     test_metrics = evaluate(targets["test"].numpy(), test_scores, macro_f1_definition=macro_f1)
     print(
@@ -319,7 +479,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "select_metric": spec.probe.select_metric,
         "macro_f1_definition": macro_f1,
         "num_labels": len(vocabulary),
-        "feature_dim": int(features["train"].shape[1]),
+        "feature_dim": int(features["train"].shape[-1] if isinstance(features["train"], Tensor) else features["train"].dim),
         "ignored_label_occurrences": {name: splits[name].ignored_labels for name in SPLITS},
         "spec": spec.to_dict(),
     }
