@@ -27,7 +27,7 @@ from torch import Tensor, nn
 
 from mscl.models import Encoder, check_positive_int, spec_error, validated_spec
 
-DEFAULTS: dict[str, Any] = {"widths": [16, 32, 64], "blocks": 3}
+DEFAULTS: dict[str, Any] = {"widths": [16, 32, 64], "blocks": 3, "stem_stride": 1}
 
 
 class BasicBlock(nn.Module):
@@ -58,10 +58,10 @@ class CifarResNetEncoder(Encoder):
 
     modality = "image"
 
-    def __init__(self, spec: Mapping[str, Any], widths: list[int], blocks: int):
+    def __init__(self, spec: Mapping[str, Any], widths: list[int], blocks: int, stem_stride: int = 1):
         super().__init__(spec)
         layers: list[nn.Module] = [
-            nn.Conv2d(3, widths[0], 3, padding=1, bias=False),
+            nn.Conv2d(3, widths[0], 3, stride=stem_stride, padding=1, bias=False),
             nn.BatchNorm2d(widths[0]),
             nn.ReLU(inplace=True),
         ]
@@ -100,4 +100,6 @@ def check_widths(value: Any) -> list[int]:
 def build_cifar_resnet(spec: Mapping[str, Any], num_labels: int) -> CifarResNetEncoder:
     """CifarResNetEncoder from a `cifar_resnet` spec (num_labels is not used)."""
     spec = validated_spec(spec, required=(), defaults=DEFAULTS)
-    return CifarResNetEncoder(spec, check_widths(spec["widths"]), check_positive_int(spec, "blocks"))
+    return CifarResNetEncoder(
+        spec, check_widths(spec["widths"]), check_positive_int(spec, "blocks"), check_positive_int(spec, "stem_stride")
+    )

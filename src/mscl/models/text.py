@@ -73,7 +73,17 @@ LEARNED_POSITION_MODEL_TYPES = (*POSITION_OFFSET_MODEL_TYPES, "bert", "distilber
 # Model types whose base model is `embeddings` -> `encoder.layer[i](hidden, mask)`, which is
 # what top-layer training on cached prefix states calls (`trainable_layers`).
 PREFIX_MODEL_TYPES = ("bert", "roberta", "xlm-roberta", "camembert")
-HF_DEFAULTS: dict[str, Any] = {"max_length": 512, "pooling": "cls", "trainable_layers": None}
+# BERT/RoBERTa names of the attention projections (Llama's are DEFAULT_LORA_TARGETS).
+DEFAULT_HF_LORA_TARGETS = ("query", "key", "value")
+HF_DEFAULTS: dict[str, Any] = {
+    "max_length": 512,
+    "pooling": "cls",
+    "trainable_layers": None,
+    "lora_r": None,
+    "lora_alpha": 32,
+    "lora_dropout": 0.1,
+    "lora_target_modules": list(DEFAULT_HF_LORA_TARGETS),
+}
 # hf spec keys that decide the prefix (embeddings + frozen layers) output; pooling does not.
 PREFIX_SPEC_KEYS = ("kind", "path", "max_length", "trainable_layers")
 CACHED_PREFIX_FIX = "set `trainable_layers` to the value the cache was made with, or pass tokens"
@@ -350,7 +360,12 @@ def build_hf(spec: Mapping[str, Any], num_labels: int) -> HFEncoder:
     check_token_limit("hf", "max_length", max_length, model)
     check_prefix_model(model, trainable_layers)
     drop_pooler(model)
-    return HFEncoder(spec, model, load_tokenizer(path), max_length, spec["pooling"], trainable_layers)
+    encoder = HFEncoder(spec, model, load_tokenizer(path), max_length, spec["pooling"], trainable_layers)
+    if spec["lora_r"] is not None:
+        if not hasattr(model, "encoder") or not isinstance(getattr(model.encoder, "layer", None), nn.ModuleList):
+            raise spec_error("hf", "lora_r", f"LoRA on an hf encoder needs a BERT/RoBERTa-style model (encoder.layer), not {model.config.model_type!r}", "use kind llama_lora for decoder-only models, or set `lora_r: null`")
+        add_lora_to_top_layers(model, spec, trainable_layers)
+    return encoder
 
 
 def prefix_spec(spec: Mapping[str, Any]) -> dict[str, Any]:
@@ -364,13 +379,51 @@ def check_target_modules(spec: Mapping[str, Any]) -> list[str]:
     """spec["lora_target_modules"] as a non-empty list of module names."""
     value = spec["lora_target_modules"]
     if isinstance(value, str) or not value or not all(isinstance(name, str) and name for name in value):
-        raise spec_error("llama_lora", "lora_target_modules", f"must be a non-empty list of module names, got {value!r}", f"use e.g. {list(DEFAULT_LORA_TARGETS)}")
+        raise spec_error(spec["kind"], "lora_target_modules", f"must be a non-empty list of module names, got {value!r}", f"use e.g. {list(DEFAULT_LORA_TARGETS)}")
     return list(value)
+
+
+def lora_config(spec: Mapping[str, Any], layers: list[int] | None = None) -> Any:
+    """peft LoraConfig from the spec's lora_r / lora_alpha / lora_dropout / lora_target_modules,
+    the adapters restricted to transformer layers `layers` (None: every layer)."""
+    from peft import LoraConfig, TaskType
+
+    rank = check_positive_int(spec, "lora_r")
+    alpha = spec["lora_alpha"]
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or alpha <= 0:
+        raise spec_error(spec["kind"], "lora_alpha", f"must be a positive number, got {alpha!r}", "set `lora_alpha` to e.g. 32")
+    return LoraConfig(
+        r=rank,
+        lora_alpha=alpha,
+        lora_dropout=check_probability(spec, "lora_dropout"),
+        target_modules=check_target_modules(spec),
+        layers_to_transform=layers,
+        bias="none",
+        task_type=TaskType.FEATURE_EXTRACTION,
+    )
+
+
+def add_lora_to_top_layers(model: PreTrainedModel, spec: Mapping[str, Any], trainable_layers: int | None) -> None:
+    """LoRA adapters (peft, injected in place) on the attention projections of the top
+    `trainable_layers` layers (all layers when None); every other weight of `model` is frozen,
+    so the adapters are all that trains. Called after the prefix is frozen: the prefix stays
+    adapter-free, so a prefix cache serves this encoder unchanged."""
+    from peft import inject_adapter_in_model
+
+    total = len(model.encoder.layer)
+    first = 0 if trainable_layers is None else total - trainable_layers
+    config = lora_config(spec, list(range(first, total)))
+    try:
+        inject_adapter_in_model(config, model)
+    except ValueError as error:
+        raise spec_error("hf", "lora_target_modules", str(error), f"name modules that exist in the model, e.g. {list(DEFAULT_HF_LORA_TARGETS)}") from error
+    for name, parameter in model.named_parameters():
+        parameter.requires_grad_("lora_" in name)
 
 
 def build_llama_lora(spec: Mapping[str, Any], num_labels: int) -> LlamaLoraEncoder:
     """LlamaLoraEncoder from a `llama_lora` spec (num_labels is not used)."""
-    from peft import LoraConfig, TaskType, get_peft_model
+    from peft import get_peft_model
 
     defaults = {
         "max_length": 512,
@@ -383,11 +436,8 @@ def build_llama_lora(spec: Mapping[str, Any], num_labels: int) -> LlamaLoraEncod
     }
     spec = validated_spec(spec, required=("path",), defaults=defaults)
     path = checked_model_path("llama_lora", spec)
-    max_length, rank = check_positive_int(spec, "max_length"), check_positive_int(spec, "lora_r")
-    alpha = spec["lora_alpha"]
-    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or alpha <= 0:
-        raise spec_error("llama_lora", "lora_alpha", f"must be a positive number, got {alpha!r}", "set `lora_alpha` to e.g. 32")
-    dropout, targets = check_probability(spec, "lora_dropout"), check_target_modules(spec)
+    max_length = check_positive_int(spec, "max_length")
+    lora = lora_config(spec)
     dtype = torch.bfloat16 if check_bool(spec, "bf16") else torch.float32
     checkpointing = check_bool(spec, "gradient_checkpointing")
 
@@ -397,7 +447,6 @@ def build_llama_lora(spec: Mapping[str, Any], num_labels: int) -> LlamaLoraEncod
         # the input embeddings so their output requires grad: with frozen embeddings nothing
         # upstream of the first checkpointed layer would otherwise need a gradient.
         base.activation_checkpointing_enable()
-    lora = LoraConfig(r=rank, lora_alpha=alpha, lora_dropout=dropout, target_modules=targets, bias="none", task_type=TaskType.FEATURE_EXTRACTION)
     try:
         with warnings.catch_warnings():
             # peft 0.21 still reads the deprecated `is_gradient_checkpointing` alias; nothing to act on.

@@ -42,7 +42,7 @@ JITTER = {"brightness": 0.4, "contrast": 0.4, "saturation": 0.4, "hue": 0.1}
 JITTER_PROB = 0.8
 GRAYSCALE_PROB = 0.2
 FLIP_PROB = 0.5
-GRAY_WEIGHTS = (0.299, 0.587, 0.114)  # ITU-R 601 luma, what PIL's "L" mode uses
+GRAY_WEIGHTS = (0.2989, 0.587, 0.114)  # ITU-R 601-2 luma, as torchvision computes it
 
 
 # ------------------------------------------------------------------ geometry (per image)
