@@ -22,6 +22,9 @@ from mscl.data.manifest import read_split
 from mscl.demo.mimic import dotted_icd9
 
 DIGITS = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"]
+LETTERS = ["alfa", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliett",
+           "kilo", "lima", "mike", "november", "oscar", "papa", "quebec", "romeo", "sierra", "tango"]
+CLASSES = DIGITS + LETTERS  # the image demos' 30 classes, in class order
 # Small sizes keep the whole module to a few seconds of generation.
 SAMPLES = {"coco": 90, "voc": 80, "nuswide": 90, "aapd": 150, "mimic3": 120, "mimic4": 160}
 TARGETS = {"coco": 2.9, "voc": 1.5, "nuswide": 2.4, "aapd": 2.4}
@@ -165,8 +168,9 @@ def test_coco_files_follow_the_instances_format(made: dict[str, Path]) -> None:
     for split, doc in docs.items():
         assert {"images", "annotations", "categories"} <= set(doc)
         ids = [c["id"] for c in doc["categories"]]
-        assert [c["name"] for c in doc["categories"]] == DIGITS
-        assert ids != list(range(1, 11))  # non-contiguous like real COCO
+        assert [c["name"] for c in doc["categories"]] == CLASSES
+        assert ids != list(range(1, 31)) and len(set(ids)) == 30  # non-contiguous like real COCO
+        assert {c["supercategory"] for c in doc["categories"]} == {"digit", "letter"}
         images = {im["id"]: im for im in doc["images"]}
         for annotation in doc["annotations"]:
             assert annotation["image_id"] in images and annotation["category_id"] in ids
@@ -196,7 +200,7 @@ def test_voc_files_follow_the_voc2007_format(made: dict[str, Path]) -> None:
         objects = annotation.findall("object")
         assert 1 <= len(objects) <= 4
         for obj in objects:
-            assert obj.findtext("name") in DIGITS and obj.findtext("difficult") in {"0", "1"}
+            assert obj.findtext("name") in CLASSES and obj.findtext("difficult") in {"0", "1"}
             box = [int(obj.findtext(f"bndbox/{t}")) for t in ("xmin", "ymin", "xmax", "ymax")]
             assert 1 <= box[0] <= box[2] <= 32 and 1 <= box[1] <= box[3] <= 32
             difficult += obj.findtext("difficult") == "1"
@@ -207,8 +211,8 @@ def test_nuswide_files_follow_the_nuswide_format(made: dict[str, Path]) -> None:
     root = made["nuswide"]
     listed = (root / "ImageList" / "Imagelist.txt").read_text().splitlines()
     assert len(listed) == 90 and all("\\" in line and "/" not in line for line in listed)
-    assert (root / "Concepts81.txt").read_text().splitlines() == DIGITS
-    columns = [(root / "Groundtruth" / "AllLabels" / f"Labels_{c}.txt").read_text().splitlines() for c in DIGITS]
+    assert (root / "Concepts81.txt").read_text().splitlines() == CLASSES
+    columns = [(root / "Groundtruth" / "AllLabels" / f"Labels_{c}.txt").read_text().splitlines() for c in CLASSES]
     assert all(len(column) == 90 and set(column) <= {"0", "1"} for column in columns)
     rows = list(zip(*columns))
     assert sum(1 for row in rows if "1" not in row) >= 2  # unlabelled images
@@ -352,3 +356,51 @@ def test_mimic_parser_reads_the_demo(made: dict[str, Path], tmp_path: Path, vers
         for split, listed in (("train", "train"), ("val", "dev"), ("test", "test")):
             frame = read_split(tmp_path / setting, split)
             assert len(frame) > 0 and set(frame["id"].astype(int)) == lists[f"{listed}_{setting}"]
+
+
+# ------------------------------------------------------------------------------ glyph classes
+
+
+def test_glyph_pool_has_every_class_with_real_ink() -> None:
+    from mscl.demo import images
+
+    pool = images.load_glyph_pool()
+    assert list(images.CLASS_NAMES) == CLASSES and len(pool) == len(CLASSES)
+    for name, glyphs in zip(CLASSES, pool):
+        assert glyphs.ndim == 3 and glyphs.shape[1:] == (images.CELL_PX, images.CELL_PX)
+        assert glyphs.min() >= 0 and glyphs.max() <= 1
+        ink = (glyphs > images.INK_THRESHOLD).sum(axis=(1, 2))
+        assert ink.min() > 0, f"{name} has a blank glyph"
+    # Letters: every font x size x rotation is its own glyph, and letters differ from each other.
+    letters = pool[len(DIGITS) :]
+    variants = len(images.LETTER_FONTS) * len(images.LETTER_SIZES_PX) * len(images.LETTER_ROTATIONS_DEG)
+    assert all(len(glyphs) == variants for glyphs in letters)
+    assert len({glyphs[0].tobytes() for glyphs in letters}) == len(letters)
+    # Digits: the real scans, 2x upscaled (each 2x2 block constant).
+    digits = pool[0]
+    assert np.array_equal(digits[:, ::2, ::2], digits[:, 1::2, 1::2])
+
+
+def test_canvas_labels_are_the_distinct_classes_drawn() -> None:
+    from mscl.demo import images
+
+    rng = np.random.default_rng(3)
+    pool = images.load_glyph_pool()
+    canvas = images.compose_canvas(rng, pool, [25, 3, 25])
+    assert canvas.labels == [CLASSES[3], CLASSES[25]]
+    assert len(canvas.objects) == 3 and canvas.pixels.shape == (32, 32, 3)
+
+
+def test_demo_image_test_splits_hold_at_least_500_images() -> None:
+    """The default sizes (mscl.demo.KINDS) give >= 500 test images through each parser's split."""
+    from mscl import demo
+    from mscl.demo import images
+
+    coco = demo.KINDS["coco"][2]
+    val2014 = coco - round(coco * 2 / 3)
+    labelled_val = val2014 - round(images.COCO_EMPTY_FRACTION * coco)  # at most all empties fall in val
+    assert labelled_val // 2 >= 500
+    assert demo.KINDS["voc"][2] // 2 // 2 >= 500
+    nuswide = demo.KINDS["nuswide"][2]
+    on_disk = nuswide - round(images.NUSWIDE_UNLABELLED_FRACTION * nuswide) - images.NUSWIDE_MISSING_IMAGES
+    assert int(on_disk * 0.2) >= 500

@@ -80,7 +80,7 @@ def test_train_probe_on_label_vectors_reads_each_label_from_its_own_vector() -> 
     targets = {name: (v[:, :, 0] > 0).float() for name, v in vectors.items()}
     cfg = ProbeSpec(epochs=8, lr=0.05, batch_size=32)
     layer, _, label_wise, _ = train_probe({k: v.half() for k, v in vectors.items()}, targets, cfg, seed=0, device=torch.device("cpu"), macro_f1=MACRO_F1_CAML)
-    assert isinstance(layer, LabelWiseLinear) and layer.weight.shape == (5, 6) and layer.bias.shape == (5,)
+    assert isinstance(layer[1], LabelWiseLinear) and layer[1].weight.shape == (5, 6) and layer[1].bias.shape == (5,)
     _, _, pooled, _ = train_probe({k: v.mean(dim=1) for k, v in vectors.items()}, targets, cfg, seed=0, device=torch.device("cpu"), macro_f1=MACRO_F1_CAML)
     assert label_wise["micro_f1"] >= 0.95 and pooled["micro_f1"] <= label_wise["micro_f1"] - 0.2
 
@@ -98,8 +98,8 @@ def test_probe_trains_w3_and_b_only_on_the_frozen_encoder(pretrained: tuple[dict
     inputs = {name: StreamedLabelVectors(encoder, splits[name], cached[name], 5, torch.device("cpu"), "fp32") for name in splits}
     targets = {name: split.targets for name, split in splits.items()}
     layer, *_ = train_probe(inputs, targets, ProbeSpec(epochs=2, batch_size=8), seed=0, device=torch.device("cpu"), macro_f1=MACRO_F1_CAML)
-    assert [name for name, _ in layer.named_parameters()] == ["weight", "bias"]
-    assert layer.weight.shape == (len(LABELS), 64) and layer.bias.shape == (len(LABELS),)
+    assert [name for name, _ in layer.named_parameters()] == ["1.weight", "1.bias"]  # layer[0] standardises
+    assert layer[1].weight.shape == (len(LABELS), 64) and layer[1].bias.shape == (len(LABELS),)
     assert not any(parameter.requires_grad or parameter.grad is not None for parameter in encoder.parameters())
     after = encoder.state_dict()
     assert after.keys() == before.keys() and all(torch.equal(after[name], before[name]) for name in before)

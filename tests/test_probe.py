@@ -75,7 +75,9 @@ def keyword_spec(roberta: Path, epochs: int = 5) -> dict:
         "batch_size": 32,
         # 80 steps at 3e-3: the tiny model learns in seconds (2e-5 suits pretrained RoBERTa).
         "pretrain": {"epochs": epochs, "lr": 3e-3, "projection_dim": 32},
-        "probe": {"epochs": 30, "batch_size": 32, "lr": 1e-2},
+        # Raw features: standardised, even the untrained tiny model's mean-pooled features
+        # decode the keywords (test micro-F1 0.98), and this test is about what pretraining adds.
+        "probe": {"epochs": 30, "batch_size": 32, "lr": 1e-2, "standardize": False},
     }
 
 
@@ -197,10 +199,32 @@ def test_train_probe_learns_a_linear_rule_and_reports_the_selected_epoch() -> No
     generator = torch.Generator().manual_seed(0)
     features = {name: torch.randn(n, 8, generator=generator) for name, n in (("train", 256), ("val", 64))}
     targets = {name: (x[:, :3] > 0).float() for name, x in features.items()}  # label j = sign of feature j
-    cfg = ProbeSpec(epochs=5, lr=0.05, batch_size=32)
+    cfg = ProbeSpec(epochs=5, lr=0.05, batch_size=32, standardize=False)  # layer[0] is then the identity
     layer, best_epoch, val_best, rows = train_probe(features, targets, cfg, seed=0, device=torch.device("cpu"), macro_f1=MACRO_F1_CAML)
     selected = [float(row["val_selected"]) for row in rows]
     assert best_epoch == selected.index(max(selected)) + 1
     assert val_best["micro_f1"] == pytest.approx(max(selected), abs=1e-6) and val_best["micro_f1"] >= 0.9
-    assert layer.weight.shape == (3, 8)
+    assert isinstance(layer[0], torch.nn.Identity) and layer[1].weight.shape == (3, 8)
     assert val_best["macro_f1"] == val_best["macro_f1_caml"]  # the definition it was given
+
+
+def test_standardised_probe_does_not_depend_on_the_feature_scale() -> None:
+    """With standardize (the default) the probe sees (x - mean) / std of the train features: the
+    same features times 0.01 plus 3 give the same layer outputs, epoch and val metrics."""
+    from mscl.train.probe import feature_statistics, probabilities, CachedInputs
+
+    generator = torch.Generator().manual_seed(1)
+    features = {name: torch.randn(n, 6, generator=generator) * torch.arange(1, 7) for name, n in (("train", 200), ("val", 50))}
+    targets = {name: (x[:, :2] > 0).float() for name, x in features.items()}
+    shifted = {name: x * 0.01 + 3 for name, x in features.items()}
+    cfg = ProbeSpec(epochs=4, lr=0.05, batch_size=32)
+    assert cfg.standardize
+    runs = [train_probe(inputs, targets, cfg, seed=0, device=torch.device("cpu"), macro_f1=MACRO_F1_CAML) for inputs in (features, shifted)]
+    assert runs[0][1] == runs[1][1] and runs[0][2]["micro_f1"] == pytest.approx(runs[1][2]["micro_f1"])
+    assert np.allclose(probabilities(runs[0][0], features["val"]), probabilities(runs[1][0], shifted["val"]), atol=1e-4)
+    mean, std = feature_statistics(CachedInputs(features["train"], torch.device("cpu")))
+    assert torch.allclose(mean, features["train"].double().mean(0)) and torch.allclose(std, features["train"].double().std(0, unbiased=False))
+    # Label vectors [N, L, d]: one statistic per feature dimension, over samples and labels.
+    vectors = torch.randn(30, 4, 5, generator=generator)
+    mean, std = feature_statistics(CachedInputs(vectors, torch.device("cpu")))
+    assert torch.allclose(mean, vectors.reshape(-1, 5).double().mean(0), atol=1e-6)

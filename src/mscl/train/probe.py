@@ -287,6 +287,34 @@ def probabilities(layer: nn.Module, inputs: Tensor | ProbeInputs) -> np.ndarray:
         return torch.cat([torch.sigmoid(layer(batch)) for batch in as_inputs(inputs, device).batches()]).cpu().numpy()
 
 
+class Standardize(nn.Module):
+    """(x - mean) / std over the last (feature) dimension, with fixed statistics."""
+
+    def __init__(self, mean: Tensor, std: Tensor):
+        super().__init__()
+        self.register_buffer("mean", mean.float())
+        self.register_buffer("std", std.float())
+
+    def forward(self, features: Tensor) -> Tensor:
+        return (features - self.mean) / self.std
+
+
+@torch.no_grad()
+def feature_statistics(inputs: ProbeInputs) -> tuple[Tensor, Tensor]:
+    """Mean and population std [d] of every feature dimension over the train inputs (for V,
+    over samples and labels), accumulated in float64; a constant dimension gets std 1."""
+    total = squares = None
+    count = 0
+    for batch in inputs.batches():
+        flat = batch.reshape(-1, batch.shape[-1]).double()
+        total = flat.sum(0) if total is None else total + flat.sum(0)
+        squares = flat.square().sum(0) if squares is None else squares + flat.square().sum(0)
+        count += len(flat)
+    mean = total / count
+    std = (squares / count - mean.square()).clamp_min(0).sqrt()
+    return mean, torch.where(std > 1e-12, std, torch.ones_like(std))
+
+
 def probe_layer(inputs: ProbeInputs, num_labels: int) -> nn.Module:
     """nn.Linear(F, L) on h; PLM-ICD's output layer (W3, b: `LabelWiseLinear`) on V."""
     if inputs.label_wise:
@@ -314,7 +342,9 @@ def train_probe(
     order_generator = torch.Generator().manual_seed(seed)
     train, val = as_inputs(features["train"], device), as_inputs(features["val"], device)
     train_y, val_y = targets["train"].to(device), targets["val"].numpy()
-    layer = probe_layer(train, train_y.shape[1]).to(device)
+    # layer[0] standardises the features (or passes them through), layer[1] is the linear probe.
+    standardize = Standardize(*feature_statistics(train)) if cfg.standardize else nn.Identity()
+    layer = nn.Sequential(standardize, probe_layer(train, train_y.shape[1])).to(device)
     optimizer = torch.optim.Adam(layer.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     criterion = nn.BCEWithLogitsLoss()
     best_layer, best_epoch, best_metrics, best_value, rows = layer, 0, {}, None, []
