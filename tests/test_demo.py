@@ -163,7 +163,7 @@ def test_cardinality_near_target_and_classes_long_tailed(made: dict[str, Path], 
 def test_coco_files_follow_the_instances_format(made: dict[str, Path]) -> None:
     root = made["coco"]
     docs = {s: json.loads((root / "annotations" / f"instances_{s}2014.json").read_text()) for s in ("train", "val")}
-    assert len(docs["train"]["images"]) == 60 and len(docs["val"]["images"]) == 30  # 2/3 and 1/3 of 90
+    assert len(docs["train"]["images"]) == 52 and len(docs["val"]["images"]) == 38  # 58% and 42% of 90
     unannotated = 0
     for split, doc in docs.items():
         assert {"images", "annotations", "categories"} <= set(doc)
@@ -397,7 +397,7 @@ def test_demo_image_test_splits_hold_at_least_500_images() -> None:
     from mscl.demo import images
 
     coco = demo.KINDS["coco"][2]
-    val2014 = coco - round(coco * 2 / 3)
+    val2014 = coco - round(coco * images.COCO_TRAIN2014_FRACTION)
     labelled_val = val2014 - round(images.COCO_EMPTY_FRACTION * coco)  # at most all empties fall in val
     assert labelled_val // 2 >= 500
     assert demo.KINDS["voc"][2] // 2 // 2 >= 500

@@ -39,11 +39,11 @@ from mscl.errors import InputError
 # halved; NUS-WIDE: 20% of the labelled images on disk), so that one image moves a metric by at
 # most 0.2 points.
 KINDS: dict[str, tuple[str, str, int]] = {
-    "coco": ("mscl.demo.images", "make_coco", 3200),
+    "coco": ("mscl.demo.images", "make_coco", 2500),
     "voc": ("mscl.demo.images", "make_voc", 2080),
     "nuswide": ("mscl.demo.images", "make_nuswide", 2640),
     "aapd": ("mscl.demo.text", "make_aapd", 1000),
-    "mimic3": ("mscl.demo.mimic", "make_mimic3", 400),
+    "mimic3": ("mscl.demo.mimic", "make_mimic3", 600),
     "mimic4": ("mscl.demo.mimic", "make_mimic4", 400),
 }
 # Below this many samples a split or a class would be empty and the parsers would reject it.
