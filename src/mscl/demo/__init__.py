@@ -42,7 +42,7 @@ KINDS: dict[str, tuple[str, str, int]] = {
     "coco": ("mscl.demo.images", "make_coco", 2500),
     "voc": ("mscl.demo.images", "make_voc", 2080),
     "nuswide": ("mscl.demo.images", "make_nuswide", 2640),
-    "aapd": ("mscl.demo.text", "make_aapd", 1000),
+    "aapd": ("mscl.demo.text", "make_aapd", 800),
     "mimic3": ("mscl.demo.mimic", "make_mimic3", 600),
     "mimic4": ("mscl.demo.mimic", "make_mimic4", 400),
 }
