@@ -2,10 +2,40 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
+import pytest
+
+from mscl import cli
 from mscl.__main__ import COMMANDS, main
+from mscl.bench import BENCHMARKS
+
+# What `--help` and a usage error must never import (each costs 0.3 to 2 s of start-up).
+HEAVY = ("torch", "pandas", "transformers", "matplotlib", "sklearn", "torchvision")
+# `python -m mscl ARGS`, run by runpy as -m does; prints the exit code, stdout, stderr and which
+# HEAVY modules got imported.
+RUN_MSCL = """
+import contextlib, io, json, runpy, sys
+args, watched = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+sys.argv = ["mscl", *args]
+out, err = io.StringIO(), io.StringIO()
+try:
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        runpy.run_module("mscl", run_name="__main__", alter_sys=True)
+    code = 0
+except SystemExit as stop:
+    code = stop.code
+heavy = sorted(name for name in watched if name in sys.modules)
+print(json.dumps({"code": code, "out": out.getvalue(), "err": err.getvalue(), "heavy": heavy}))
+"""
+BENCH_COMMANDS = [f"bench {name}" for name in BENCHMARKS]
+
+
+def run_mscl(args: list[str]) -> dict:
+    result = subprocess.run([sys.executable, "-c", RUN_MSCL, json.dumps(args), json.dumps(HEAVY)], capture_output=True, text=True, check=True)
+    return json.loads(result.stdout)
 
 
 def test_help_lists_every_command(capsys):
@@ -40,3 +70,50 @@ def test_eq12_command_shows_literal_form_has_any_gradients():
     assert values["max |grad(literal) - grad(any)|"] == 0.0
     assert values["max |grad(weighted) - grad(any)|"] > 1e-3
     assert values["loss(literal) - loss(any)"] > 0.0
+
+
+def test_every_command_has_a_light_parser():
+    """`bench` dispatches to its benchmarks, each of which has a parser of its own."""
+    assert set(cli.commands()) == (set(COMMANDS) - {"bench"}) | set(BENCH_COMMANDS)
+
+
+@pytest.mark.parametrize("command", [*COMMANDS, *BENCH_COMMANDS])
+def test_help_answers_without_heavy_imports(command):
+    result = run_mscl([*command.split(), "--help"])
+    assert result["code"] == 0, result["err"]
+    assert result["out"].startswith(f"usage: python -m mscl {command}")
+    assert result["heavy"] == []
+
+
+@pytest.mark.parametrize("command", [c for c in [*COMMANDS, *BENCH_COMMANDS] if c in cli.commands() and any(a.required for a in cli.build_parser(c)._actions)])
+def test_usage_errors_answer_without_heavy_imports(command):
+    result = run_mscl(command.split())  # no arguments: a required one is missing
+    assert result["code"] == 2
+    assert f"usage: python -m mscl {command}" in result["err"] and "error: the following arguments are required" in result["err"]
+    assert result["heavy"] == []
+
+
+def test_light_name_lists_match_the_implementations():
+    """Choices the light parsers offer are the keys of the heavy modules' tables."""
+    from mscl.bench.losses import LABEL_FORMS
+    from mscl.report.figures import FIGURES
+
+    assert tuple(LABEL_FORMS) == cli.LABEL_FORM_NAMES
+    assert tuple(FIGURES) == cli.FIGURE_NAMES
+
+
+def test_main_parses_before_importing_the_command(capsys):
+    """A usage error exits 2 from the light parser, as the module's own main would."""
+    with pytest.raises(SystemExit) as stop:
+        main(["pretrain", "--data", "d"])
+    assert stop.value.code == 2
+    assert "--spec" in capsys.readouterr().err
+
+
+def test_bench_help_and_unknown_benchmark(capsys):
+    from mscl.bench import main as bench_main
+
+    assert bench_main(["--help"]) == 0
+    assert capsys.readouterr().out.startswith("usage: python -m mscl bench {losses,")
+    assert bench_main(["nope"]) == 2
+    assert "usage: python -m mscl bench" in capsys.readouterr().err

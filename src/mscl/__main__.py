@@ -1,7 +1,9 @@
 """`python -m mscl <command> ...`: the command-line entry point the Snakemake rules call.
 
 Each command lives in its own module exposing `main(argv) -> int`; modules are imported only
-when their command runs, so a preprocessing job never pays for importing torch.
+when their command runs, so a preprocessing job never pays for importing torch. The arguments
+are parsed first, by the command's parser in the light `mscl.cli`: `--help` and usage errors
+answer before the command's module (and torch, pandas, ...) is imported.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import importlib
 import sys
 
+from mscl.cli import commands, parse_args
 from mscl.errors import InputError
 
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -53,6 +56,8 @@ def main(argv: list[str] | None = None) -> int:
     if command not in COMMANDS:
         print(f"mscl: unknown command {command!r}\n\n{usage()}", file=sys.stderr)
         return 2
+    if command in commands():  # all but `bench`, whose light module parses its benchmark's arguments
+        parse_args(command, rest)  # exits on --help or a usage error; main(rest) parses again
     module = importlib.import_module(COMMANDS[command][0])
     try:
         return int(module.main(rest) or 0)

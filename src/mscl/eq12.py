@@ -9,11 +9,10 @@ weighted form (the default: w multiplies log p) and ANY (not 0).
 
 from __future__ import annotations
 
-import argparse
-
 import torch
 import torch.nn.functional as F
 
+from mscl import cli
 from mscl.losses import make_loss
 
 
@@ -41,12 +40,7 @@ def compare(batch: int, num_labels: int, dim: int, seed: int) -> dict[str, float
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m mscl eq12", description=__doc__.splitlines()[0])
-    parser.add_argument("--batch", type=int, default=32)
-    parser.add_argument("--labels", type=int, default=10)
-    parser.add_argument("--dim", type=int, default=16)
-    parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args(argv)
+    args = cli.parse_args("eq12", argv)
     for key, value in compare(args.batch, args.labels, args.dim, args.seed).items():
         print(f"{key:<34} {value:.6g}")
     return 0

@@ -5,17 +5,25 @@ from __future__ import annotations
 import importlib
 import sys
 
+from mscl.cli import parse_args
+
 BENCHMARKS = {
     "losses": "mscl.bench.losses",
     "preprocess": "mscl.bench.preprocess",
     "dag": "mscl.bench.dag",
     "plm_icd": "mscl.bench.plm_icd",
 }
+USAGE = f"usage: python -m mscl bench {{{','.join(BENCHMARKS)}}} [options]"
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in {"-h", "--help"}:
+        print(USAGE)
+        return 0
     if not argv or argv[0] not in BENCHMARKS:
-        print(f"usage: python -m mscl bench {{{','.join(BENCHMARKS)}}} [options]", file=sys.stderr)
+        print(USAGE, file=sys.stderr)
         return 2
-    return int(importlib.import_module(BENCHMARKS[argv[0]]).main(argv[1:]) or 0)
+    name, rest = argv[0], argv[1:]
+    parse_args(f"bench {name}", rest)  # --help and usage errors exit before the benchmark's imports
+    return int(importlib.import_module(BENCHMARKS[name]).main(rest) or 0)

@@ -19,7 +19,6 @@ Prints the table and the five slowest jobs. Figures only; nothing is asserted.
 
 from __future__ import annotations
 
-import argparse
 import re
 from dataclasses import dataclass
 from datetime import datetime
@@ -28,6 +27,7 @@ from typing import Sequence
 
 import pandas as pd
 
+from mscl import cli
 from mscl.errors import InputError
 
 STAMP = re.compile(r"^\[(\w{3} \w{3} +\d+ \d\d:\d\d:\d\d \d{4})\]$")
@@ -135,11 +135,7 @@ def breakdown(log_path: Path, results: Path, workdir: Path) -> tuple[pd.DataFram
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m mscl bench dag", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--log", required=True, type=Path, help="a finished run's .snakemake/log/*.snakemake.log")
-    parser.add_argument("--results", type=Path, default=Path("results"), help="the run's paths.results (relative to --workdir)")
-    parser.add_argument("--workdir", type=Path, default=Path("."), help="the folder Snakemake ran in")
-    args = parser.parse_args(argv)
+    args = cli.parse_args("bench dag", argv)
     table, slowest = breakdown(args.log, args.results, args.workdir)
     print(table.to_string(index=False))
     non_training = 100 - float(table["share_percent"].iloc[0])

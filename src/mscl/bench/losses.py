@@ -18,7 +18,6 @@ columns only say how a ratio compares with the goal set in the issue.
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import time
 import warnings
@@ -27,6 +26,7 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
+from mscl import cli
 from mscl.bench.memory import current_rss_bytes, peak_rss_bytes, reset_peak_rss
 from mscl.losses import LOSS_NAMES, make_loss, pair_weights, weighted_neg_log_prob
 
@@ -36,8 +36,11 @@ LABELS_PER_SAMPLE = {80: 3, 8692: 16, 25230: 16}
 TEMPERATURE = 0.07
 VIEWS = 2
 OVERHEAD_LOSSES = ("any", "mulsupcon", "simdissim")
+# The overview's rows unless --losses names others: every loss, then three variants.
+OVERVIEW_LOSSES = (*LOSS_NAMES, "simdissim:literal", "any:csr", "simdissim:csr")
 OVERHEAD_GOAL = 1.5  # loss / feature-only
 SIMDISSIM_GOAL = 1.10  # simdissim / any
+# The label tensors the bookkeeping table times, by --forms name (mscl.cli.LABEL_FORM_NAMES).
 LABEL_FORMS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "dense": lambda labels: labels,
     "csr": lambda labels: labels.to_sparse_csr(),
@@ -209,22 +212,7 @@ def format_table(rows: list[dict]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m mscl bench losses", description=__doc__.splitlines()[0])
-    parser.add_argument("--anchors", type=int, nargs="+", default=[256, 1024], help="overview: n = B*V anchors (V = 2)")
-    parser.add_argument("--overhead-anchors", type=int, default=1024, help="n for the label-bookkeeping table")
-    parser.add_argument("--labels", type=int, nargs="+", default=[80, 8692, 25230], help="label-space sizes L")
-    parser.add_argument("--dim", type=int, default=256, help="projection dimension D")
-    parser.add_argument("--repeats", type=int, default=21, help="timed runs per cell (median reported)")
-    parser.add_argument("--forms", nargs="+", default=list(LABEL_FORMS), choices=list(LABEL_FORMS), help="label forms")
-    parser.add_argument(
-        "--losses",
-        nargs="+",
-        default=[*LOSS_NAMES, "simdissim:literal", "any:csr", "simdissim:csr"],
-        help="overview losses; ':literal' = simdissim form=literal, ':csr' = labels as a sparse CSR tensor",
-    )
-    parser.add_argument("--no-overview", action="store_true", help="print the label-bookkeeping table only")
-    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
-    args = parser.parse_args(argv)
+    args = cli.parse_args("bench losses", argv)
     warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -239,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
     smallest = (min(args.anchors), min(args.labels))
     for anchors in args.anchors:
         for num_labels in args.labels:
-            rows += measure(anchors, num_labels, args.dim, args.repeats, args.losses, (anchors, num_labels) == smallest)
+            rows += measure(anchors, num_labels, args.dim, args.repeats, args.losses or list(OVERVIEW_LOSSES), (anchors, num_labels) == smallest)
     print()
     print(format_table(rows))
     return 0

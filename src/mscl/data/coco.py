@@ -11,7 +11,6 @@ Images without any annotation carry no label and are dropped and counted.
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 from typing import Any, Sequence
@@ -19,7 +18,8 @@ from typing import Any, Sequence
 import pandas as pd
 from tqdm import tqdm
 
-from mscl.data.images import add_common_arguments, keep_screened, require_path
+from mscl import cli
+from mscl.data.images import keep_screened, require_path
 from mscl.data.manifest import write_dataset
 from mscl.data.splitting import halve_held_out
 from mscl.errors import InputError
@@ -146,9 +146,7 @@ def prepare(root: Path, out: Path, seed: int, verify_images: bool = True, missin
 
 def main(argv: Sequence[str] | None = None) -> int:
     """CLI: `python -m mscl prepare-coco --root DIR --out DIR [--seed N] [image options]`."""
-    parser = argparse.ArgumentParser(prog="python -m mscl prepare-coco", description=__doc__.splitlines()[0])
-    add_common_arguments(parser)
-    args = parser.parse_args(argv)
+    args = cli.parse_args("prepare-coco", argv)
     stats = prepare(args.root, args.out, args.seed, args.verify_images, args.missing_images)
     print(f"prepare-coco: wrote {args.out} counts={stats['counts']} labels={stats['num_labels']} dropped={stats['dropped']}")
     return 0

@@ -43,7 +43,6 @@ stays in its split. Tags that end up below --min-count in the sample stay in the
 
 from __future__ import annotations
 
-import argparse
 import bz2
 import gzip
 import hashlib
@@ -58,8 +57,14 @@ from typing import Any, Iterator, Sequence
 
 import pandas as pd
 
+from mscl import cli
+from mscl.cli import (
+    DEBTAGS_EXCLUDED_FACETS as DEFAULT_EXCLUDED_FACETS,
+    DEBTAGS_FRACTIONS as DEFAULT_FRACTIONS,
+    DEBTAGS_MIN_COUNT as DEFAULT_MIN_COUNT,
+)
 from mscl.data.manifest import SPLITS, write_dataset
-from mscl.data.splitting import add_fractions_argument, check_fractions
+from mscl.data.splitting import check_fractions
 from mscl.errors import InputError
 from mscl.io import sha256_file
 
@@ -68,9 +73,6 @@ APT_HELPER = Path("/usr/lib/apt/apt-helper")
 COMPRESSED = r"(?:\.(?:lz4|xz|gz|bz2|zst))?"
 PACKAGES_NAME = re.compile(rf"(?:^|_)Packages{COMPRESSED}$")
 TRANSLATION_NAME = re.compile(rf"(?:^|_)Translation-en{COMPRESSED}$")
-DEFAULT_MIN_COUNT = 50
-DEFAULT_EXCLUDED_FACETS = ("role", "special", "made-of")
-DEFAULT_FRACTIONS = (0.7, 0.1, 0.2)
 FIX_UPDATE = "run `apt-get update` (Packages) and `apt-get -o Acquire::Languages=en update` (Translation-en), then pass --lists /var/lib/apt/lists"
 FIX_TRANSLATION = "run `apt-get -o Acquire::Languages=en update` (a plain apt-get update under Acquire::Languages \"none\" removes Translation-en)"
 HASH_BYTES = 8  # of sha256, read as a big-endian integer and divided by 2**64
@@ -234,10 +236,6 @@ def split_of(name: str, seed: int, fractions: Sequence[float]) -> str:
     return SPLITS[-1]
 
 
-def parse_facets(value: str) -> tuple[str, ...]:
-    return tuple(sorted({facet.strip() for facet in value.split(",") if facet.strip()}))
-
-
 def prepare(
     lists: Path,
     out: Path,
@@ -328,25 +326,7 @@ def prepare(
 
 def main(argv: Sequence[str] | None = None) -> int:
     """CLI: `python -m mscl prepare-debtags --lists DIR --out DIR [--min-count N] [--exclude-facets A,B] [--seed N]`."""
-    parser = argparse.ArgumentParser(prog="python -m mscl prepare-debtags", description=__doc__.splitlines()[0])
-    parser.add_argument("--lists", type=Path, default=Path("/var/lib/apt/lists"), help="apt lists folder (default /var/lib/apt/lists)")
-    parser.add_argument("--out", required=True, type=Path, help="output folder of the prepared manifest")
-    parser.add_argument("--min-count", type=int, default=DEFAULT_MIN_COUNT, help="keep tags carried by at least this many packages (default 50)")
-    parser.add_argument(
-        "--exclude-facets",
-        type=parse_facets,
-        default=DEFAULT_EXCLUDED_FACETS,
-        help="comma-separated facets whose tags are dropped (default role,special,made-of; '' keeps all)",
-    )
-    parser.add_argument("--seed", type=int, default=0, help="salt of the name hash that picks the split (default 0)")
-    add_fractions_argument(parser, DEFAULT_FRACTIONS, "0.7 0.1 0.2")
-    parser.add_argument(
-        "--sample-fraction",
-        type=float,
-        default=1.0,
-        help="keep this share of the labelled packages, by a name hash independent of the split (default 1: all)",
-    )
-    args = parser.parse_args(argv)
+    args = cli.parse_args("prepare-debtags", argv)
     stats = prepare(args.lists, args.out, args.min_count, args.exclude_facets, args.seed, args.fractions, args.sample_fraction)
     print(
         f"prepare-debtags: wrote {args.out} counts={stats['counts']} labels={stats['num_labels']} "

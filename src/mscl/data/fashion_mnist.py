@@ -32,7 +32,6 @@ end; a failure leaves no output behind.
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import tempfile
@@ -46,21 +45,23 @@ import pandas as pd
 from PIL import Image
 from tqdm import tqdm
 
+from mscl import cli
+from mscl.cli import (
+    FASHION_MNIST_CANVAS_SIZE as DEFAULT_CANVAS_SIZE,
+    FASHION_MNIST_CLASS_EXPONENT as DEFAULT_CLASS_EXPONENT,
+    FASHION_MNIST_GRID as GRID,  # cells per canvas side
+    FASHION_MNIST_MAX_ITEMS as DEFAULT_MAX_ITEMS,
+    FASHION_MNIST_VAL_FRACTION as DEFAULT_VAL_FRACTION,
+)
 from mscl.data.manifest import SPLITS, write_dataset
 from mscl.errors import InputError
 from mscl.io import read_maybe_gzipped, sha256_file
 
 FORMAT = "Fashion-MNIST idx (gzipped) -> 2x2-grid multi-label canvases"
-DEFAULT_ROOT = Path("/usr/share/datasets/fashion-mnist")
 CLASS_NAMES = ("tshirt_top", "trouser", "pullover", "dress", "coat", "sandal", "shirt", "sneaker", "bag", "ankle_boot")
 IMAGES_MAGIC = 0x00000803  # unsigned bytes, 3 dimensions
 LABELS_MAGIC = 0x00000801  # unsigned bytes, 1 dimension
 SOURCES = ("train", "t10k")
-GRID = 2  # cells per canvas side
-DEFAULT_CANVAS_SIZE = 56
-DEFAULT_MAX_ITEMS = GRID * GRID
-DEFAULT_VAL_FRACTION = 0.1
-DEFAULT_CLASS_EXPONENT = 1.0
 SPLIT_STREAM = {"train": 0, "val": 1, "test": 2}  # second SeedSequence entry of each split's random stream
 HELD_OUT_STREAM = 3  # ... and of the draw that holds train images out for val
 FIX_INSTALL = "apt-get install dataset-fashion-mnist (files under /usr/share/datasets/fashion-mnist), or pass --root"
@@ -300,17 +301,7 @@ def prepare(
 
 def main(argv: Sequence[str] | None = None) -> int:
     """CLI: `python -m mscl prepare-fashion-mnist --out DIR --train-canvases N --test-canvases M [...]`."""
-    parser = argparse.ArgumentParser(prog="python -m mscl prepare-fashion-mnist", description=__doc__.splitlines()[0])
-    parser.add_argument("--root", type=Path, default=DEFAULT_ROOT, help=f"folder of the idx files (default {DEFAULT_ROOT})")
-    parser.add_argument("--out", required=True, type=Path, help="output folder: PNG canvases under images/ and the manifest")
-    parser.add_argument("--train-canvases", required=True, type=int, help="number of train canvases")
-    parser.add_argument("--test-canvases", required=True, type=int, help="number of test canvases (from t10k)")
-    parser.add_argument("--val-fraction", type=float, default=DEFAULT_VAL_FRACTION, help="share of train images held out for val, and val canvases per train canvas (default 0.1)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the held-out part and of every canvas (default 0)")
-    parser.add_argument("--canvas-size", type=int, default=DEFAULT_CANVAS_SIZE, help="canvas side in pixels, a 2x2 grid of cells (default 56)")
-    parser.add_argument("--max-items", type=int, default=DEFAULT_MAX_ITEMS, help="items per canvas are uniform in 1..max (default 4)")
-    parser.add_argument("--class-exponent", type=float, default=DEFAULT_CLASS_EXPONENT, help="Zipf exponent of the class draw, 0 = uniform (default 1.0)")
-    args = parser.parse_args(argv)
+    args = cli.parse_args("prepare-fashion-mnist", argv)
     stats = prepare(
         args.root, args.out, args.train_canvases, args.test_canvases, args.val_fraction, args.seed, args.canvas_size, args.max_items, args.class_exponent
     )

@@ -1,8 +1,7 @@
-"""Image checks and command-line options shared by the image dataset parsers."""
+"""Image checks shared by the image dataset parsers (their options: `mscl.cli.add_image_arguments`)."""
 
 from __future__ import annotations
 
-import argparse
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -13,9 +12,6 @@ from tqdm import tqdm
 
 from mscl.errors import InputError
 
-MISSING_POLICIES = ("error", "drop")
-
-
 @dataclass(frozen=True)
 class ImageScreen:
     """Which referenced images passed the checks, and how many were dropped for which reason."""
@@ -23,25 +19,6 @@ class ImageScreen:
     keep: list[bool]
     missing: int
     unreadable: int
-
-
-def add_common_arguments(parser: argparse.ArgumentParser, missing_default: str = "error") -> None:
-    """Add --root/--out/--seed and the image-check options every image parser takes."""
-    parser.add_argument("--root", required=True, type=Path, help="dataset root folder (the published layout)")
-    parser.add_argument("--out", required=True, type=Path, help="output folder of the prepared manifest")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the split (default 0)")
-    parser.add_argument(
-        "--verify-images",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="open every referenced image with PIL and check it (default on)",
-    )
-    parser.add_argument(
-        "--missing-images",
-        choices=MISSING_POLICIES,
-        default=missing_default,
-        help=f"a missing or unreadable image is an error, or is dropped and counted (default {missing_default})",
-    )
 
 
 def require_path(path: Path, what: str, fix: str) -> Path:

@@ -23,7 +23,6 @@ never appears in logs or errors: those name the file, data row, column and fix.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import itertools
 import logging
@@ -40,6 +39,11 @@ from typing import Any, Iterator, Mapping, Sequence
 import pandas as pd
 from tqdm import tqdm
 
+from mscl import cli
+from mscl.cli import (
+    MIMIC_CHUNK_ROWS as DEFAULT_CHUNK_ROWS,
+    MIMIC_LABEL_SPACES as LABEL_SPACES,
+)
 from mscl.data.manifest import SPLITS, ManifestWriter
 from mscl.data.mimic_splits import VERSIONS, load_split_lists
 from mscl.errors import InputError
@@ -47,13 +51,11 @@ from mscl.io import sha256_file
 
 log = logging.getLogger(__name__)
 
-DEFAULT_CHUNK_ROWS = 5_000  # notes per chunk: ~10-50 MB of text for MIMIC discharge summaries
 # A code row is ~50 bytes against ~2-10 KB for a note, so code files are read in chunks this
 # many times larger (100k rows at the default: a few MB).
 CODE_ROWS_PER_NOTE_ROW = 20
 FLUSH_ROWS = 1_000  # admissions buffered per output split before a parquet row group is written
 FLUSH_CHARS = 16 * 2**20  # ... or this many characters of text (16 Mi characters), whichever first
-LABEL_SPACES = ("train", "union")
 # Skipped rows, counted in stats.json "dropped" (always present, zero or not).
 CODE_ROW_COUNTS = ("code_rows_without_hadm_id", "code_rows_other_icd_version", "code_rows_without_code")
 NOTE_COUNTS = (
@@ -587,25 +589,8 @@ def provenance(version: str, release: Release, root: Path, files: Mapping[str, P
     }
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m mscl prepare-mimic", description=__doc__.splitlines()[0])
-    parser.add_argument("--version", required=True, choices=VERSIONS, help="MIMIC-III, or MIMIC-IV with ICD-9 or ICD-10 codes")
-    parser.add_argument("--root", required=True, type=Path, help="raw release folder (MIMIC-III: NOTEEVENTS.csv(.gz)...; MIMIC-IV: note/, hosp/)")
-    parser.add_argument("--splits", required=True, type=Path, help="folder written by `fetch-mimic-splits` for this version")
-    parser.add_argument("--out-full", required=True, type=Path, help="output folder of the full-code setting")
-    parser.add_argument("--out-50", required=True, type=Path, help="output folder of the top-50 setting")
-    parser.add_argument(
-        "--label-space",
-        choices=LABEL_SPACES,
-        default="train",
-        help="full-setting vocabulary: codes seen in train (default, MIMIC-III ~8.7k) or in any split (CAML's 8,922)",
-    )
-    parser.add_argument("--chunk-rows", type=int, default=DEFAULT_CHUNK_ROWS, help="CSV rows per streamed chunk (memory knob)")
-    return parser
-
-
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = cli.parse_args("prepare-mimic", argv)
     logging.basicConfig(level=logging.INFO, format="prepare-mimic: %(message)s")
     prepare_mimic(args.version, args.root, args.splits, args.out_full, args.out_50, args.label_space, args.chunk_rows)
     return 0

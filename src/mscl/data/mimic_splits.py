@@ -11,7 +11,6 @@ used. `--no-verify` skips the check for users who deliberately bring their own l
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import sys
@@ -21,6 +20,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from mscl import cli
 from mscl.errors import InputError
 from mscl.io import sha256_file
 
@@ -242,25 +242,8 @@ def load_split_lists(directory: str | Path) -> dict:
     return lists
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m mscl fetch-mimic-splits",
-        description="Copy or download the fixed MIMIC split lists and top-50 code list, verified by sha256.",
-    )
-    parser.add_argument("--version", required=True, choices=VERSIONS, help="which setting's lists")
-    parser.add_argument("--out", required=True, type=Path, help="folder to write the 7 files into")
-    parser.add_argument("--source", type=Path, help="copy from this local folder (or its <version>/ subfolder) instead of downloading")
-    parser.add_argument(
-        "--no-verify",
-        action="store_true",
-        help="skip the sha256 check (only for deliberately custom lists: results will not match the paper)",
-    )
-    parser.add_argument("--timeout", type=float, default=DOWNLOAD_TIMEOUT_S, help="download timeout per file, seconds")
-    return parser
-
-
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = cli.parse_args("fetch-mimic-splits", argv)
     if args.no_verify:
         print("fetch-mimic-splits: --no-verify given, sha256 not checked", file=sys.stderr)
     out = fetch_split_lists(args.version, args.out, source=args.source, verify=not args.no_verify, timeout_s=args.timeout)

@@ -19,7 +19,6 @@ checked for presence, --verify-images also opens each image.
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path, PurePosixPath
 from typing import Any, Sequence
 
@@ -27,14 +26,15 @@ import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
-from mscl.data.images import add_common_arguments, require_path, screen_images
+from mscl import cli
+from mscl.cli import NUSWIDE_FRACTIONS as DEFAULT_FRACTIONS
+from mscl.data.images import require_path, screen_images
 from mscl.data.manifest import write_dataset
-from mscl.data.splitting import add_fractions_argument, check_fractions, fractional_split
+from mscl.data.splitting import check_fractions, fractional_split
 from mscl.errors import InputError
 from mscl.io import sha256_file
 
 FORMAT = "NUS-WIDE ImageList + Groundtruth/AllLabels"
-DEFAULT_FRACTIONS = (0.6, 0.2, 0.2)
 IMAGE_FOLDER = "Flickr"
 FIX_DOWNLOAD = "download ImageList.zip, Groundtruth.zip and ConceptsList.zip from the NUS-WIDE site and unpack them under --root"
 
@@ -171,10 +171,7 @@ def prepare(
 
 def main(argv: Sequence[str] | None = None) -> int:
     """CLI: `python -m mscl prepare-nuswide --root DIR --out DIR [--seed N] [--fractions T V S] [image options]`."""
-    parser = argparse.ArgumentParser(prog="python -m mscl prepare-nuswide", description=__doc__.splitlines()[0])
-    add_common_arguments(parser, missing_default="drop")
-    add_fractions_argument(parser, DEFAULT_FRACTIONS, "0.6 0.2 0.2")
-    args = parser.parse_args(argv)
+    args = cli.parse_args("prepare-nuswide", argv)
     stats = prepare(args.root, args.out, args.seed, args.fractions, args.verify_images, args.missing_images)
     print(f"prepare-nuswide: wrote {args.out} counts={stats['counts']} labels={stats['num_labels']} dropped={stats['dropped']}")
     return 0

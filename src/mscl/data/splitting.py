@@ -6,7 +6,6 @@ and the seed, never on the order the raw files listed them in.
 
 from __future__ import annotations
 
-import argparse
 import math
 from typing import Sequence
 
@@ -34,18 +33,6 @@ def check_fractions(fractions: Sequence[float], option: str = "--fractions") -> 
     if abs(sum(values) - 1.0) > FRACTION_SUM_TOLERANCE:
         raise InputError(None, f"split fractions {list(values)} sum to {sum(values):g}", "give fractions that add up to 1, e.g. 0.6 0.2 0.2", field=option)
     return values
-
-
-def add_fractions_argument(parser: argparse.ArgumentParser, default: Sequence[float], help_default: str) -> None:
-    """The `--fractions TRAIN VAL TEST` option of the parsers that split seeded by fractions."""
-    parser.add_argument(
-        "--fractions",
-        nargs=3,
-        type=float,
-        default=list(default),
-        metavar=("TRAIN", "VAL", "TEST"),
-        help=f"split fractions, summing to 1 (default: {help_default})",
-    )
 
 
 def split_sizes(total: int, fractions: Sequence[float]) -> list[int]:

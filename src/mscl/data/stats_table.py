@@ -11,12 +11,12 @@ Counts follow the paper's style: image datasets and AAPD in thousands with one d
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
+from mscl import cli
 from mscl.data.manifest import SPLITS, read_stats
 from mscl.errors import InputError
 from mscl.io import write_text
@@ -198,10 +198,7 @@ def write_statistics_table(datasets: Sequence[tuple[str, str | Path]], out_prefi
 
 def main(argv: Sequence[str] | None = None) -> int:
     """CLI: `python -m mscl stats-table --dataset NAME=DIR [--dataset ...] --out-prefix PREFIX`."""
-    parser = argparse.ArgumentParser(prog="python -m mscl stats-table", description="dataset statistics table (tex/csv/md) from manifests")
-    parser.add_argument("--dataset", action="append", required=True, metavar="NAME=DIR", help="dataset key and prepared folder; repeat per dataset")
-    parser.add_argument("--out-prefix", required=True, type=Path, help="output path without suffix, e.g. results/tables/statistics")
-    args = parser.parse_args(argv)
+    args = cli.parse_args("stats-table", argv)
     frame = write_statistics_table(parse_dataset_arguments(args.dataset), args.out_prefix)
     print(f"stats-table: wrote {args.out_prefix}.{{tex,csv,md}} with {len(frame)} datasets")
     return 0

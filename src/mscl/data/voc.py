@@ -11,7 +11,6 @@ test halved with the seed into val and test.
 
 from __future__ import annotations
 
-import argparse
 import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 from typing import Any, Sequence
@@ -19,7 +18,8 @@ from typing import Any, Sequence
 import pandas as pd
 from tqdm import tqdm
 
-from mscl.data.images import add_common_arguments, keep_screened, require_path
+from mscl import cli
+from mscl.data.images import keep_screened, require_path
 from mscl.data.manifest import write_dataset
 from mscl.data.splitting import halve_held_out
 from mscl.errors import InputError
@@ -27,7 +27,6 @@ from mscl.io import sha256_file
 
 FORMAT = "PASCAL VOC 2007 XML + ImageSets/Main"
 IMAGE_SETS = ("trainval", "test")
-DIFFICULT_POLICIES = ("include", "exclude")
 VOC_CLASSES = (
     "aeroplane", "bicycle", "bird", "boat", "bottle", "bus", "car", "cat", "chair", "cow",
     "diningtable", "dog", "horse", "motorbike", "person", "pottedplant", "sheep", "sofa", "train", "tvmonitor",
@@ -155,15 +154,7 @@ def prepare(
 
 def main(argv: Sequence[str] | None = None) -> int:
     """CLI: `python -m mscl prepare-voc --root DIR --out DIR [--seed N] [--difficult P] [image options]`."""
-    parser = argparse.ArgumentParser(prog="python -m mscl prepare-voc", description=__doc__.splitlines()[0])
-    add_common_arguments(parser)
-    parser.add_argument(
-        "--difficult",
-        choices=DIFFICULT_POLICIES,
-        default="include",
-        help="whether objects marked difficult count as labels (default include)",
-    )
-    args = parser.parse_args(argv)
+    args = cli.parse_args("prepare-voc", argv)
     stats = prepare(args.root, args.out, args.seed, args.difficult, args.verify_images, args.missing_images)
     print(f"prepare-voc: wrote {args.out} counts={stats['counts']} labels={stats['num_labels']} dropped={stats['dropped']}")
     return 0

@@ -30,7 +30,6 @@ and counted (MULAN yeast has none).
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import importlib.metadata
 import importlib.util
@@ -42,6 +41,11 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
+from mscl import cli
+from mscl.cli import (
+    YEAST_POLICIES as POLICIES,
+    YEAST_VAL_FRACTION as DEFAULT_VAL_FRACTION,
+)
 from mscl.data.manifest import write_dataset
 from mscl.data.splitting import fractional_split
 from mscl.errors import InputError
@@ -54,8 +58,6 @@ FEATURE_COLUMNS = tuple(f"Att{i}" for i in range(1, 104))
 LABEL_COLUMNS = tuple(f"Class{i}" for i in range(1, 15))
 FIX_INSTALL = "pip install river (its wheel ships river/datasets/yeast.csv.gz), or pass --source FILE"
 FIX_FILE = "reinstall river (pip install --force-reinstall river) or pass --source with MULAN yeast as a CSV"
-POLICIES = ("mulan", "seeded")
-DEFAULT_VAL_FRACTION = 0.2
 
 
 @dataclass(frozen=True)
@@ -267,13 +269,7 @@ def prepare(
 
 def main(argv: Sequence[str] | None = None) -> int:
     """CLI: `python -m mscl prepare-yeast --out DIR [--source FILE] [--split P] [--val-fraction F] [--seed N]`."""
-    parser = argparse.ArgumentParser(prog="python -m mscl prepare-yeast", description=__doc__.splitlines()[0])
-    parser.add_argument("--out", required=True, type=Path, help="output folder of the prepared manifest")
-    parser.add_argument("--source", type=Path, default=None, help="yeast CSV(.gz) (default: river/datasets/yeast.csv.gz of the installed river)")
-    parser.add_argument("--split", choices=POLICIES, default="mulan", help="MULAN's train/test split (default, md5-checked) or a seeded re-split")
-    parser.add_argument("--val-fraction", type=float, default=DEFAULT_VAL_FRACTION, help="share of the train pool carved out as val (default 0.2)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the val carve-out (default 0)")
-    args = parser.parse_args(argv)
+    args = cli.parse_args("prepare-yeast", argv)
     stats = prepare(args.out, args.source, args.seed, args.val_fraction, args.split)
     print(
         f"prepare-yeast: wrote {args.out} counts={stats['counts']} labels={stats['num_labels']} "

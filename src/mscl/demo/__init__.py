@@ -13,7 +13,6 @@ draws, deterministic gzip, ICD description tables).
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import csv
 import gzip
@@ -31,21 +30,10 @@ from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
+from mscl import cli
+from mscl.cli import DEMO_KINDS as KINDS  # kind -> (module, generator function, default samples)
 from mscl.errors import InputError
 
-# kind -> (module, generator function, default number of samples). Module imports stay lazy so
-# that generating a text dataset never imports scikit-learn.
-# The image defaults give test splits of at least 500 images (COCO: val2014 halved; VOC: test
-# halved; NUS-WIDE: 20% of the labelled images on disk), so that one image moves a metric by at
-# most 0.2 points.
-KINDS: dict[str, tuple[str, str, int]] = {
-    "coco": ("mscl.demo.images", "make_coco", 2500),
-    "voc": ("mscl.demo.images", "make_voc", 2080),
-    "nuswide": ("mscl.demo.images", "make_nuswide", 2640),
-    "aapd": ("mscl.demo.text", "make_aapd", 800),
-    "mimic3": ("mscl.demo.mimic", "make_mimic3", 600),
-    "mimic4": ("mscl.demo.mimic", "make_mimic4", 400),
-}
 # Below this many samples a split or a class would be empty and the parsers would reject it.
 MIN_SAMPLES = 40
 
@@ -220,26 +208,8 @@ def make_demo(kind: str, out: str | Path, seed: int, samples: int | None = None)
     return summary
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m mscl make-demo",
-        description="Generate a small demo dataset from packaged real data, in the real raw format.",
-    )
-    parser.add_argument("kind", choices=sorted(KINDS), help="which dataset format to imitate")
-    parser.add_argument("--out", required=True, type=Path, help="dataset root to (re)create")
-    parser.add_argument("--seed", type=int, default=0, help="random seed (same seed -> identical files)")
-    parser.add_argument(
-        "--samples",
-        type=int,
-        default=None,
-        help="images/documents/admissions; default "
-        + ", ".join(f"{kind} {spec[2]}" for kind, spec in KINDS.items()),
-    )
-    return parser
-
-
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = cli.parse_args("make-demo", argv)
     summary = make_demo(args.kind, args.out, args.seed, args.samples)
     cardinality = summary.get("label_cardinality")
     print(f"make-demo {args.kind}: {summary['samples']} samples -> {args.out} (label cardinality {cardinality})")

@@ -23,7 +23,6 @@ sibling and renamed onto DIR at the end (a crash leaves no half-written models).
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 from typing import Any
@@ -32,6 +31,7 @@ import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 from transformers import LlamaConfig, LlamaModel, PreTrainedTokenizerFast, RobertaConfig, RobertaModel
 
+from mscl import cli
 from mscl.demo import icd_descriptions, staging_dir
 
 VOCAB_SIZE = 3000
@@ -191,18 +191,8 @@ def make_tiny_models(out_dir: str | Path, seed: int) -> dict[str, Path]:
     return {name: out / name for name in ("tokenizer", "roberta", "llama")}
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m mscl make-tiny-models",
-        description="Write tiny randomly initialised RoBERTa and Llama models plus a BPE tokenizer (offline).",
-    )
-    parser.add_argument("--out", required=True, type=Path, help="folder to (re)create with tokenizer/, roberta/, llama/")
-    parser.add_argument("--seed", type=int, default=0, help="weight initialisation seed (same seed -> identical files)")
-    return parser
-
-
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = cli.parse_args("make-tiny-models", argv)
     for name, path in make_tiny_models(args.out, args.seed).items():
         print(f"{name}: {path}")
     return 0

@@ -34,12 +34,12 @@ to `{results}/runs/{dataset}/chance/chance/bs0/seed0/probe/`.
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 
+from mscl import cli
 from mscl.data.manifest import SPLITS, read_labels, read_split
 from mscl.errors import InputError
 from mscl.io import write_json
@@ -47,14 +47,6 @@ from mscl.metrics import evaluate, macro_f1_definition
 from mscl.report.style import CHANCE  # the label prior's method key and encoder name
 
 SELECT_METRIC = "micro_f1"  # nothing is selected (no epochs); recorded as the probe's default
-
-
-def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m mscl chance", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", required=True, type=Path, help="prepared manifest folder")
-    parser.add_argument("--out", required=True, type=Path, help="output folder (the run's probe/ folder)")
-    parser.add_argument("--dataset", help="dataset name recorded in the spec (default: the --data folder's name)")
-    return parser.parse_args(argv)
 
 
 def read_label_split(data_dir: Path, split: str, vocabulary: Sequence[str]):
@@ -104,7 +96,7 @@ def chance_metrics(data_dir: Path, dataset: str | None = None) -> tuple[dict[str
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parse_args(argv)
+    args = cli.parse_args("chance", argv)
     from mscl.train.probe import write_test_scores
 
     document, test_split, test_scores, vocabulary = chance_metrics(args.data, args.dataset)

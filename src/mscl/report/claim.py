@@ -39,7 +39,6 @@ Writes into DIR, each atomically:
 
 from __future__ import annotations
 
-import argparse
 import functools
 import math
 from pathlib import Path
@@ -49,6 +48,13 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from mscl import cli
+from mscl.cli import (
+    CLAIM_ALPHA as DEFAULT_ALPHA,
+    CLAIM_HEADLINE_METRICS as DEFAULT_HEADLINE_METRICS,
+    CLAIM_METRICS as DEFAULT_METRICS,
+    CLAIM_REFERENCE as DEFAULT_REFERENCE,
+)
 from mscl.data.stats_table import latex_escape
 from mscl.errors import InputError
 from mscl.io import write_text
@@ -65,12 +71,8 @@ from mscl.report.style import (
     metric_name,
 )
 
-DEFAULT_REFERENCE = "simdissim"
-DEFAULT_METRICS = ("micro_f1", "macro_f1", "map", "macro_auc")
-DEFAULT_HEADLINE_METRICS = ("micro_f1", "macro_f1", "map")
 # The methods the outcome sentences compare the reference with (the paper's contrastive rivals).
 OUTCOME_METHODS = ("all", "any", "mulsupcon")
-DEFAULT_ALPHA = 0.05
 CONFIDENCE = 0.95
 EXACT_MAX_PAIRS = 16
 MONTE_CARLO_DRAWS = 20_000
@@ -556,16 +558,7 @@ def write_claim_report(
 
 def main(argv: Sequence[str] | None = None) -> int:
     """CLI entry point (see the module docstring)."""
-    parser = argparse.ArgumentParser(prog="python -m mscl claim-report", description="claim check: paired-seed statistics of the reference method vs every other")
-    parser.add_argument("--runs", required=True, type=Path, help="tidy CSV from `python -m mscl collect`")
-    parser.add_argument("--out-dir", required=True, type=Path, help="folder for claim_summary, claim_tests, claim_differences, claim_outcome")
-    parser.add_argument("--reference", default=DEFAULT_REFERENCE, help=f"loss key compared with every other method (default {DEFAULT_REFERENCE})")
-    parser.add_argument("--metrics", nargs="+", default=list(DEFAULT_METRICS), metavar="METRIC", help=f"metrics tested, one Holm family each (default {' '.join(DEFAULT_METRICS)})")
-    parser.add_argument("--headline-metrics", nargs="+", metavar="METRIC", help=f"metrics of the figure rows and the outcome sentences (default: those of {' '.join(DEFAULT_HEADLINE_METRICS)} in --metrics)")
-    parser.add_argument("--alpha", type=float, default=DEFAULT_ALPHA, help=f"level of the Holm-adjusted verdicts (default {DEFAULT_ALPHA})")
-    parser.add_argument("--batch-size", type=int, help="use runs at this batch size (default: per dataset and encoder, the size most runs share)")
-    parser.add_argument("--datasets", nargs="+", metavar="NAME", help="datasets to include (default: all in --runs)")
-    args = parser.parse_args(argv)
+    args = cli.parse_args("claim-report", argv)
     frames = write_claim_report(args.runs, args.out_dir, args.reference, args.metrics, args.headline_metrics, args.alpha, args.batch_size, args.datasets)
     tests = frames["tests"]
     print(f"claim-report: wrote {args.out_dir}/{{{SUMMARY_NAME},{TESTS_NAME}}}.{{csv,md,tex}}, {FIGURE_NAME}.{{pdf,png}}, {OUTCOME_NAME}.md ({len(tests)} comparisons)")

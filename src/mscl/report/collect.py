@@ -30,7 +30,6 @@ batch size either: `select_batch_size` keeps it at every batch size.
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import sys
@@ -42,6 +41,7 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 
+from mscl import cli
 from mscl.errors import InputError
 from mscl.io import atomic_path
 from mscl.metrics import DEFAULT_THRESHOLD, MACRO_F1_CAML, MACRO_F1_DEFINITIONS, bucket_macro_f1, macro_f1_definition, macro_f1_key, macro_f1_variants
@@ -260,13 +260,6 @@ def write_runs(frame: pd.DataFrame, out: str | Path) -> None:
 # ----------------------------------------------------------------- using the tidy CSV
 
 
-def add_results_arguments(parser: argparse.ArgumentParser, artifact: str, example: str) -> None:
-    """The options `table` and `figure` share: the tidy results, the output prefix, the batch size."""
-    parser.add_argument("--runs", type=Path, help=f"tidy CSV from `python -m mscl collect` (all {artifact}s but {example})")
-    parser.add_argument("--out-prefix", required=True, type=Path, help=f"output path without suffix, e.g. results/{artifact}s/NAME")
-    parser.add_argument("--batch-size", type=int, help="use runs at this batch size (default: per dataset and encoder, the size most runs share)")
-
-
 def load_runs(path: str | Path) -> pd.DataFrame:
     """Read a tidy CSV written by `collect`; InputError naming the file if it is missing or malformed."""
     path = Path(path)
@@ -388,12 +381,7 @@ def parse_roles(values: Sequence[str]) -> dict[str, str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """CLI entry point (see the module docstring)."""
-    parser = argparse.ArgumentParser(prog="python -m mscl collect", description="gather every run's metrics into one tidy CSV")
-    parser.add_argument("--metrics", nargs="+", required=True, metavar="FILE", help="metrics.json of probe (or chance) runs; the run axes come from the spec recorded in each")
-    parser.add_argument("--roles", nargs="+", required=True, metavar="ENCODER=ROLE", help=f"paper column of each encoder: {', '.join(REPORT_ROLES)} (chance=reference)")
-    parser.add_argument("--train-counts", nargs="*", default=[], metavar="DATASET=STATS_JSON", help="stats.json of datasets that get head/tail bucket metrics")
-    parser.add_argument("--out", required=True, type=Path, help="tidy CSV to write, e.g. results/metrics/all_runs.csv")
-    args = parser.parse_args(argv)
+    args = cli.parse_args("collect", argv)
     roles = parse_roles(args.roles)
     counts = {name: read_train_counts(path) for name, path in parse_pairs(args.train_counts, "--train-counts", "coco=data/processed/coco/stats.json").items()}
     frame = collect_runs(args.metrics, roles, counts)

@@ -18,7 +18,6 @@ compare named losses and ignore every reference.
 
 from __future__ import annotations
 
-import argparse
 import math
 import textwrap
 from fractions import Fraction
@@ -28,10 +27,12 @@ from typing import Callable, Sequence
 import numpy as np
 import pandas as pd
 
+from mscl import cli
+from mscl.cli import FIGURE_NAMES  # noqa: F401  (the names `figure NAME` accepts: FIGURES' keys)
 from mscl.errors import InputError
 from mscl.io import atomic_path
 from mscl.metrics import macro_f1_definition
-from mscl.report.collect import CellKey, CellStat, add_results_arguments, cell_index, load_runs, summarise_seeds
+from mscl.report.collect import CellKey, CellStat, cell_index, load_runs, summarise_seeds
 from mscl.report.style import (
     CHANCE,
     COLUMN_WIDTH_IN,
@@ -69,7 +70,6 @@ from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch, Rectangle  # noqa: E402
 
-FIGURE_NAMES = ("improvement", "std", "text_encoders", "mimic_dotplot", "mimic_heatstrip", "frequency_buckets", "batch_size", "relations")
 # MIMIC metrics in the paper's column order; "p_at_k" is P@8 (Full) or P@5 (Top-50).
 MIMIC_METRICS = ("macro_auc", "micro_auc", "macro_f1", "micro_f1", "p_at_k")
 MISSING_TEXT_COLOUR = "#B00000"
@@ -572,11 +572,7 @@ def build_figure(name: str, runs: pd.DataFrame | None, batch_size: int | None = 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """CLI entry point (see the module docstring)."""
-    parser = argparse.ArgumentParser(prog="python -m mscl figure", description="one paper figure (pdf/png) from the tidy results")
-    parser.add_argument("name", choices=FIGURE_NAMES)
-    add_results_arguments(parser, "figure", "relations")
-    parser.add_argument("--split", choices=("test", "val"), help="split to plot (default: test; batch_size uses val as the paper)")
-    args = parser.parse_args(argv)
+    args = cli.parse_args("figure", argv)
     runs = load_runs(args.runs) if args.runs else None
     figure, _ = build_figure(args.name, runs, args.batch_size, args.split)
     save_figure(figure, args.out_prefix)

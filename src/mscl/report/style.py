@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
+from mscl.cli import ENCODER_ROLES, REFERENCE_ROLE, REPORT_ROLES  # noqa: F401  (the roles `collect --roles` accepts)
 from mscl.data.stats_table import DISPLAY_NAMES as DATASET_DISPLAY_NAMES
 from mscl.metrics import DATASET_FAMILIES, FAMILY_MACRO_F1, MACRO_F1_CAML, MACRO_F1_PER_CLASS
 
@@ -27,7 +28,6 @@ ALL_METHOD_ORDER = (*METHOD_ORDER, *BASELINE_METHODS)
 # there whatever the column's encoder; it has no batch size either (bs0), so every batch-size
 # selection keeps it.
 CHANCE = "chance"
-REFERENCE_ROLE = "reference"
 # The reference rows the results tables show below the losses, when the results have them: the
 # floor (label prior), the encoder before pretraining, and supervised training. Never bold and
 # never part of a "best" or improvement computation.
@@ -61,11 +61,6 @@ METHOD_COLOURS = {
     "chance": "#000000",  # drawn as a dashed black line
 }
 
-# Paper columns an encoder is reported under (`collect --roles ENCODER=ROLE`).
-# `mlp` is the claim check's tabular encoder (docs/claim-check.md), not a paper column.
-ENCODER_ROLES = ("resnet", "roberta", "llama", "plm_icd", "mlp")
-# Every role `collect --roles` accepts: the encoders' roles and the label prior's (chance=reference).
-REPORT_ROLES = (*ENCODER_ROLES, REFERENCE_ROLE)
 ENCODER_DISPLAY_NAMES = {"resnet": "ResNet-50", "roberta": "RoBERTa", "llama": "Llama", "plm_icd": "PLM-ICD", "mlp": "MLP"}
 ENCODER_MARKERS = {"resnet": "D", "roberta": "o", "llama": "s", "plm_icd": "^", "mlp": "v"}
 

@@ -26,7 +26,6 @@ count in the best of a column. Chance has no encoder: it is looked up under the 
 
 from __future__ import annotations
 
-import argparse
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,11 +33,13 @@ from typing import Any, Callable, Sequence
 
 import pandas as pd
 
+from mscl import cli
+from mscl.cli import TABLE_NAMES  # noqa: F401  (the names `table NAME` accepts; the docstrings refer to it)
 from mscl.data.stats_table import latex_escape
 from mscl.errors import InputError
 from mscl.io import write_text
 from mscl.report import paper
-from mscl.report.collect import CellKey, CellStat, add_results_arguments, cell_index, load_runs
+from mscl.report.collect import CellKey, CellStat, cell_index, load_runs
 from mscl.report.cost import cost_frame
 from mscl.report.style import (
     BASELINE_METHODS,
@@ -61,7 +62,6 @@ from mscl.report.style import (
     precision_at_k_metric,
 )
 
-TABLE_NAMES = ("image", "aapd", "mimic_full", "mimic_50", "sota", "ablation", "paper_vs_run", "cost")
 SOTA_METRICS = ("macro_auc", "micro_auc", "macro_f1", "micro_f1", "p_at_8")
 # Ablation rows as (loss, uses the similarity factor, uses the dissimilarity factor).
 ABLATION_ROWS = (("any", False, False), ("sim", True, False), ("dissim", False, True), ("simdissim", True, True))
@@ -638,11 +638,7 @@ def write_table(table: Table, out_prefix: str | Path) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """CLI entry point (see the module docstring)."""
-    parser = argparse.ArgumentParser(prog="python -m mscl table", description="one paper table (tex/csv/md) from the tidy results")
-    parser.add_argument("name", choices=TABLE_NAMES)
-    add_results_arguments(parser, "table", "cost")
-    parser.add_argument("--benchmarks", nargs="*", default=[], metavar="FILE", help="Snakemake benchmark TSVs (cost table)")
-    args = parser.parse_args(argv)
+    args = cli.parse_args("table", argv)
     runs = load_runs(args.runs) if args.runs else None
     table = build_table(args.name, runs, args.batch_size, args.benchmarks)
     write_table(table, args.out_prefix)

@@ -60,7 +60,6 @@ spec (`encoder.prefix_cached` is True); `encoder(tokens)` still works and gives 
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import sys
 import time
@@ -72,6 +71,7 @@ from torch import Tensor
 from torch.utils.data import Dataset
 from tqdm import tqdm
 
+from mscl import cli
 from mscl.data.manifest import SPLITS, read_labels
 from mscl.errors import InputError
 from mscl.interrupt import exit_on_sigterm
@@ -80,7 +80,6 @@ from mscl.train.runtime import load_checkpoint, pick_device, save_checkpoint
 from mscl.train.spec import read_spec_mapping
 
 FORMAT = 1
-DEFAULT_BATCH_SIZE = 64
 
 
 # ---------------------------------------------------------------------- fingerprint
@@ -263,15 +262,6 @@ def collate_prefix(samples: list[dict[str, Any]], num_labels: int) -> dict[str, 
 # ------------------------------------------------------------------------------- CLI
 
 
-def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m mscl cache-prefix", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", required=True, type=Path, help="prepared text manifest folder")
-    parser.add_argument("--encoder-spec", required=True, help="hf or plm_icd encoder spec with trainable_layers (or a run spec): inline JSON starting with '{' or a JSON/YAML file")
-    parser.add_argument("--out", required=True, type=Path, help="cache file to write (.pt)")
-    parser.add_argument("--batch-size", type=int, default=DEFAULT_BATCH_SIZE, help=f"texts per prefix batch (default {DEFAULT_BATCH_SIZE})")
-    return parser.parse_args(argv)
-
-
 def read_encoder_spec(value: str) -> tuple[dict[str, Any], str]:
     """(encoder spec, where it came from for messages): an encoder spec or a run spec's `encoder`."""
     where = "--encoder-spec" if value.lstrip().startswith("{") else value
@@ -284,7 +274,7 @@ def read_encoder_spec(value: str) -> tuple[dict[str, Any], str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parse_args(argv)
+    args = cli.parse_args("cache-prefix", argv)
     exit_on_sigterm("cache-prefix: stopped by SIGTERM; nothing was written, rerun to start over")
     if args.batch_size < 1:
         raise InputError("--batch-size", f"must be a positive integer, got {args.batch_size}", "pass e.g. --batch-size 64", field="batch-size")

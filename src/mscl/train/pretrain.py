@@ -29,7 +29,6 @@ and, written last, encoder.pt (the encoder's trainable parameters and buffers).
 
 from __future__ import annotations
 
-import argparse
 import math
 import os
 import sys
@@ -42,6 +41,8 @@ import torch
 from torch import Tensor, nn
 from tqdm import tqdm
 
+from mscl import cli
+from mscl.cli import EXIT_STOPPED
 from mscl.data.manifest import read_labels
 from mscl.errors import InputError
 from mscl.interrupt import exit_on_sigterm
@@ -64,7 +65,6 @@ from mscl.train.runtime import (
 )
 from mscl.train.spec import FOLDER_KINDS, RunSpec, load_spec
 
-EXIT_STOPPED = 3  # --stop-after-epoch: the exit code of a deliberately interrupted run
 # Seconds of training a killed job may lose. Checkpointing every epoch cost more than the
 # training itself for small models: a yeast MLP run (150 epochs of 0.2 s) wrote 730 MB of
 # checkpoints and spent 23 of its 37 s waiting on the disk. The cadence never changes results.
@@ -75,27 +75,6 @@ LOG_COLUMNS = ("epoch", "steps", "loss", "lr", "samples_per_second", "seconds")
 PROGRESS_EVERY = 10  # steps between progress-bar loss updates (each one syncs the GPU)
 # Modalities whose two views arrive as one tensor [B, 2, ...] in the batch, under this key.
 VIEW_KEYS = {"image": "images", "tabular": "features"}
-
-
-def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m mscl pretrain", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", required=True, type=Path, help="prepared manifest folder")
-    parser.add_argument("--spec", required=True, help="run spec: inline JSON starting with '{' or a JSON/YAML file")
-    parser.add_argument("--out", required=True, type=Path, help="output folder (a rerun resumes from its checkpoint)")
-    parser.add_argument(
-        "--prefix-cache",
-        type=Path,
-        default=None,
-        help="frozen-prefix cache of a trainable_layers hf or plm_icd encoder (python -m mscl cache-prefix): train the top layers on it",
-    )
-    parser.add_argument(
-        "--stop-after-epoch",
-        type=int,
-        default=None,
-        metavar="K",
-        help=f"exit with code {EXIT_STOPPED} right after checkpointing epoch K (simulates a killed job)",
-    )
-    return parser.parse_args(argv)
 
 
 # ------------------------------------------------------------------------ pure helpers
@@ -456,7 +435,7 @@ def save_initial_encoder(spec: RunSpec, num_labels: int, out: Path, device: torc
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parse_args(argv)
+    args = cli.parse_args("pretrain", argv)
     exit_on_sigterm("pretrain: stopped by SIGTERM; the last epoch checkpoint stays and a rerun resumes from it")
     spec = load_spec(args.spec)
     vocabulary, train = validate_inputs(spec, args.data)

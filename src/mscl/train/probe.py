@@ -38,7 +38,6 @@ to average) as null; its `feature_dim` is the width of one feature vector (d for
 
 from __future__ import annotations
 
-import argparse
 import copy
 import functools
 import json
@@ -56,6 +55,7 @@ import torch
 from torch import Tensor, nn
 from tqdm import tqdm
 
+from mscl import cli
 from mscl.data.manifest import SPLITS, read_labels
 from mscl.errors import InputError
 from mscl.interrupt import exit_on_sigterm
@@ -85,21 +85,6 @@ LOG_COLUMNS = ("epoch", "train_loss", "val_selected", "val_micro_f1", "val_macro
 LABEL_VECTOR_BUDGET_BYTES = int(float(os.environ.get("MSCL_LABEL_VECTOR_BUDGET_MB", "4096")) * 2**20)
 # Cached label vectors are scored this many samples at a time (bounds the float32 copy).
 EVAL_CHUNK = 256
-
-
-def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m mscl probe", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", required=True, type=Path, help="prepared manifest folder")
-    parser.add_argument("--pretrained", required=True, type=Path, help="pretrain output folder (holds encoder.pt)")
-    parser.add_argument("--spec", required=True, help="run spec: inline JSON starting with '{' or a JSON/YAML file")
-    parser.add_argument("--out", required=True, type=Path, help="output folder")
-    parser.add_argument(
-        "--prefix-cache",
-        type=Path,
-        default=None,
-        help="frozen-prefix cache of a trainable_layers hf or plm_icd encoder (python -m mscl cache-prefix)",
-    )
-    return parser.parse_args(argv)
 
 
 # ------------------------------------------------------------------------- features
@@ -441,7 +426,7 @@ def stream_label_vectors(spec: RunSpec, splits: Mapping[str, Split], num_labels:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parse_args(argv)
+    args = cli.parse_args("probe", argv)
     exit_on_sigterm("probe: stopped by SIGTERM; cached features stay and a rerun reuses them")
     spec = load_spec(args.spec)
     macro_f1 = macro_f1_definition(spec.dataset, None if args.spec.lstrip().startswith("{") else args.spec)

@@ -1,0 +1,474 @@
+"""Every `python -m mscl` command's options, in one light module.
+
+`python -m mscl <command> --help`, and a usage error such as a missing required option, must
+answer at once. So the argparse parsers live here, and this module imports only the standard
+library and light mscl modules (never torch, pandas, transformers, matplotlib, sklearn; a test
+runs every command's --help and checks): `mscl.__main__` parses a command's arguments with
+`parse_args(command, argv)` before it imports the command's module, and that module's
+`main(argv)` parses them with the same parser, so each option is defined once, here.
+
+The constants a parser needs (defaults, choices) are defined here too, and the commands'
+modules import them from here (under their own names there).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import importlib.util
+from pathlib import Path
+from typing import Callable, Sequence
+
+AddOptions = Callable[[argparse.ArgumentParser], None]
+# command -> (description, module whose docstring's first paragraph is the description, options)
+_COMMANDS: dict[str, tuple[str | None, str | None, AddOptions]] = {}
+
+
+def command(name: str, *, description: str | None = None, doc_of: str | None = None) -> Callable[[AddOptions], AddOptions]:
+    """Register the function that adds command `name`'s options (`bench NAME` for a benchmark).
+
+    The --help description is `description`, or the first paragraph of module `doc_of`'s docstring.
+    """
+
+    def register(add_options: AddOptions) -> AddOptions:
+        _COMMANDS[name] = (description, doc_of, add_options)
+        return add_options
+
+    return register
+
+
+def commands() -> tuple[str, ...]:
+    """Every command with a parser here."""
+    return tuple(_COMMANDS)
+
+
+def module_summary(module: str) -> str:
+    """First paragraph of `module`'s docstring, read from its source file without importing it
+    (importing the module would import torch or pandas, which --help must not)."""
+    spec = importlib.util.find_spec(module)
+    if spec is None or spec.origin is None:
+        raise ValueError(f"module {module!r} not found")
+    docstring = ast.get_docstring(ast.parse(Path(spec.origin).read_text(encoding="utf-8")), clean=False)
+    return (docstring or "").split("\n\n")[0]
+
+
+def build_parser(name: str) -> argparse.ArgumentParser:
+    """The argparse parser of command `name` (prog `python -m mscl NAME`)."""
+    description, doc_of, add_options = _COMMANDS[name]
+    if description is None and doc_of is not None:
+        description = module_summary(doc_of)
+    parser = argparse.ArgumentParser(prog=f"python -m mscl {name}", description=description)
+    add_options(parser)
+    return parser
+
+
+def parse_args(name: str, argv: Sequence[str] | None) -> argparse.Namespace:
+    """Parse command `name`'s arguments; --help and usage errors exit here (SystemExit 0 or 2)."""
+    return build_parser(name).parse_args(argv)
+
+
+# ----------------------------------------------------------- options several commands share
+
+
+MISSING_POLICIES = ("error", "drop")
+
+
+def add_image_arguments(parser: argparse.ArgumentParser, missing_default: str = "error") -> None:
+    """Add --root/--out/--seed and the image-check options every image parser takes."""
+    parser.add_argument("--root", required=True, type=Path, help="dataset root folder (the published layout)")
+    parser.add_argument("--out", required=True, type=Path, help="output folder of the prepared manifest")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the split (default 0)")
+    parser.add_argument(
+        "--verify-images",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="open every referenced image with PIL and check it (default on)",
+    )
+    parser.add_argument(
+        "--missing-images",
+        choices=MISSING_POLICIES,
+        default=missing_default,
+        help=f"a missing or unreadable image is an error, or is dropped and counted (default {missing_default})",
+    )
+
+
+def add_fractions_argument(parser: argparse.ArgumentParser, default: Sequence[float], help_default: str) -> None:
+    """The `--fractions TRAIN VAL TEST` option of the parsers that split seeded by fractions."""
+    parser.add_argument(
+        "--fractions",
+        nargs=3,
+        type=float,
+        default=list(default),
+        metavar=("TRAIN", "VAL", "TEST"),
+        help=f"split fractions, summing to 1 (default: {help_default})",
+    )
+
+
+def add_results_arguments(parser: argparse.ArgumentParser, artifact: str, example: str) -> None:
+    """The options `table` and `figure` share: the tidy results, the output prefix, the batch size."""
+    parser.add_argument("--runs", type=Path, help=f"tidy CSV from `python -m mscl collect` (all {artifact}s but {example})")
+    parser.add_argument("--out-prefix", required=True, type=Path, help=f"output path without suffix, e.g. results/{artifact}s/NAME")
+    parser.add_argument("--batch-size", type=int, help="use runs at this batch size (default: per dataset and encoder, the size most runs share)")
+
+
+# ------------------------------------------------------------------------ preprocessing
+
+
+@command("fetch-mimic-splits", description="Copy or download the fixed MIMIC split lists and top-50 code list, verified by sha256.")
+def _fetch_mimic_splits(parser: argparse.ArgumentParser) -> None:
+    from mscl.data.mimic_splits import DOWNLOAD_TIMEOUT_S, VERSIONS
+
+    parser.add_argument("--version", required=True, choices=VERSIONS, help="which setting's lists")
+    parser.add_argument("--out", required=True, type=Path, help="folder to write the 7 files into")
+    parser.add_argument("--source", type=Path, help="copy from this local folder (or its <version>/ subfolder) instead of downloading")
+    parser.add_argument(
+        "--no-verify",
+        action="store_true",
+        help="skip the sha256 check (only for deliberately custom lists: results will not match the paper)",
+    )
+    parser.add_argument("--timeout", type=float, default=DOWNLOAD_TIMEOUT_S, help="download timeout per file, seconds")
+
+
+MIMIC_LABEL_SPACES = ("train", "union")
+MIMIC_CHUNK_ROWS = 5_000  # notes per chunk: ~10-50 MB of text for MIMIC discharge summaries
+
+
+@command("prepare-mimic", doc_of="mscl.data.mimic")
+def _prepare_mimic(parser: argparse.ArgumentParser) -> None:
+    from mscl.data.mimic_splits import VERSIONS
+
+    parser.add_argument("--version", required=True, choices=VERSIONS, help="MIMIC-III, or MIMIC-IV with ICD-9 or ICD-10 codes")
+    parser.add_argument("--root", required=True, type=Path, help="raw release folder (MIMIC-III: NOTEEVENTS.csv(.gz)...; MIMIC-IV: note/, hosp/)")
+    parser.add_argument("--splits", required=True, type=Path, help="folder written by `fetch-mimic-splits` for this version")
+    parser.add_argument("--out-full", required=True, type=Path, help="output folder of the full-code setting")
+    parser.add_argument("--out-50", required=True, type=Path, help="output folder of the top-50 setting")
+    parser.add_argument(
+        "--label-space",
+        choices=MIMIC_LABEL_SPACES,
+        default="train",
+        help="full-setting vocabulary: codes seen in train (default, MIMIC-III ~8.7k) or in any split (CAML's 8,922)",
+    )
+    parser.add_argument("--chunk-rows", type=int, default=MIMIC_CHUNK_ROWS, help="CSV rows per streamed chunk (memory knob)")
+
+
+@command("prepare-coco", doc_of="mscl.data.coco")
+def _prepare_coco(parser: argparse.ArgumentParser) -> None:
+    add_image_arguments(parser)
+
+
+VOC_DIFFICULT_POLICIES = ("include", "exclude")
+
+
+@command("prepare-voc", doc_of="mscl.data.voc")
+def _prepare_voc(parser: argparse.ArgumentParser) -> None:
+    add_image_arguments(parser)
+    parser.add_argument(
+        "--difficult",
+        choices=VOC_DIFFICULT_POLICIES,
+        default="include",
+        help="whether objects marked difficult count as labels (default include)",
+    )
+
+
+NUSWIDE_FRACTIONS = (0.6, 0.2, 0.2)
+
+
+@command("prepare-nuswide", doc_of="mscl.data.nuswide")
+def _prepare_nuswide(parser: argparse.ArgumentParser) -> None:
+    add_image_arguments(parser, missing_default="drop")
+    add_fractions_argument(parser, NUSWIDE_FRACTIONS, "0.6 0.2 0.2")
+
+
+AAPD_POLICIES = ("resplit", "original")
+# The paper's split sizes in thousands of documents (Table "Statistics of datasets").
+AAPD_PAPER_COUNTS_K = (37.8, 6.7, 11.3)
+AAPD_FRACTIONS = tuple(count / sum(AAPD_PAPER_COUNTS_K) for count in AAPD_PAPER_COUNTS_K)
+
+
+@command("prepare-aapd", doc_of="mscl.data.aapd")
+def _prepare_aapd(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--root", required=True, type=Path, help="folder holding text_{train,val,test} and label_{train,val,test}")
+    parser.add_argument("--out", required=True, type=Path, help="output folder of the prepared manifest")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the re-split (default 0)")
+    parser.add_argument("--policy", choices=AAPD_POLICIES, default="resplit", help="re-split the pooled documents (default) or keep the published split")
+    add_fractions_argument(parser, AAPD_FRACTIONS, "the paper's 37.8k/6.7k/11.3k proportions, used by the re-split")
+
+
+YEAST_POLICIES = ("mulan", "seeded")
+YEAST_VAL_FRACTION = 0.2
+
+
+@command("prepare-yeast", doc_of="mscl.data.yeast")
+def _prepare_yeast(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--out", required=True, type=Path, help="output folder of the prepared manifest")
+    parser.add_argument("--source", type=Path, default=None, help="yeast CSV(.gz) (default: river/datasets/yeast.csv.gz of the installed river)")
+    parser.add_argument("--split", choices=YEAST_POLICIES, default="mulan", help="MULAN's train/test split (default, md5-checked) or a seeded re-split")
+    parser.add_argument("--val-fraction", type=float, default=YEAST_VAL_FRACTION, help="share of the train pool carved out as val (default 0.2)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the val carve-out (default 0)")
+
+
+DEBTAGS_MIN_COUNT = 50
+DEBTAGS_EXCLUDED_FACETS = ("role", "special", "made-of")
+DEBTAGS_FRACTIONS = (0.7, 0.1, 0.2)
+
+
+def parse_facets(value: str) -> tuple[str, ...]:
+    """`--exclude-facets A,B`: the sorted distinct facet names ('' keeps all)."""
+    return tuple(sorted({facet.strip() for facet in value.split(",") if facet.strip()}))
+
+
+@command("prepare-debtags", doc_of="mscl.data.debtags")
+def _prepare_debtags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--lists", type=Path, default=Path("/var/lib/apt/lists"), help="apt lists folder (default /var/lib/apt/lists)")
+    parser.add_argument("--out", required=True, type=Path, help="output folder of the prepared manifest")
+    parser.add_argument("--min-count", type=int, default=DEBTAGS_MIN_COUNT, help="keep tags carried by at least this many packages (default 50)")
+    parser.add_argument(
+        "--exclude-facets",
+        type=parse_facets,
+        default=DEBTAGS_EXCLUDED_FACETS,
+        help="comma-separated facets whose tags are dropped (default role,special,made-of; '' keeps all)",
+    )
+    parser.add_argument("--seed", type=int, default=0, help="salt of the name hash that picks the split (default 0)")
+    add_fractions_argument(parser, DEBTAGS_FRACTIONS, "0.7 0.1 0.2")
+    parser.add_argument(
+        "--sample-fraction",
+        type=float,
+        default=1.0,
+        help="keep this share of the labelled packages, by a name hash independent of the split (default 1: all)",
+    )
+
+
+FASHION_MNIST_ROOT = Path("/usr/share/datasets/fashion-mnist")
+FASHION_MNIST_GRID = 2  # cells per canvas side
+FASHION_MNIST_CANVAS_SIZE = 56
+FASHION_MNIST_MAX_ITEMS = FASHION_MNIST_GRID * FASHION_MNIST_GRID
+FASHION_MNIST_VAL_FRACTION = 0.1
+FASHION_MNIST_CLASS_EXPONENT = 1.0
+
+
+@command("prepare-fashion-mnist", doc_of="mscl.data.fashion_mnist")
+def _prepare_fashion_mnist(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--root", type=Path, default=FASHION_MNIST_ROOT, help=f"folder of the idx files (default {FASHION_MNIST_ROOT})")
+    parser.add_argument("--out", required=True, type=Path, help="output folder: PNG canvases under images/ and the manifest")
+    parser.add_argument("--train-canvases", required=True, type=int, help="number of train canvases")
+    parser.add_argument("--test-canvases", required=True, type=int, help="number of test canvases (from t10k)")
+    parser.add_argument("--val-fraction", type=float, default=FASHION_MNIST_VAL_FRACTION, help="share of train images held out for val, and val canvases per train canvas (default 0.1)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the held-out part and of every canvas (default 0)")
+    parser.add_argument("--canvas-size", type=int, default=FASHION_MNIST_CANVAS_SIZE, help="canvas side in pixels, a 2x2 grid of cells (default 56)")
+    parser.add_argument("--max-items", type=int, default=FASHION_MNIST_MAX_ITEMS, help="items per canvas are uniform in 1..max (default 4)")
+    parser.add_argument("--class-exponent", type=float, default=FASHION_MNIST_CLASS_EXPONENT, help="Zipf exponent of the class draw, 0 = uniform (default 1.0)")
+
+
+# make-demo KIND -> (module, generator function, default number of samples). Module imports stay
+# lazy (mscl.demo.generator_for) so that generating a text dataset never imports scikit-learn.
+# The image defaults give test splits of at least 500 images (COCO: val2014 halved; VOC: test
+# halved; NUS-WIDE: 20% of the labelled images on disk), so that one image moves a metric by at
+# most 0.2 points.
+DEMO_KINDS: dict[str, tuple[str, str, int]] = {
+    "coco": ("mscl.demo.images", "make_coco", 2500),
+    "voc": ("mscl.demo.images", "make_voc", 2080),
+    "nuswide": ("mscl.demo.images", "make_nuswide", 2640),
+    "aapd": ("mscl.demo.text", "make_aapd", 800),
+    "mimic3": ("mscl.demo.mimic", "make_mimic3", 600),
+    "mimic4": ("mscl.demo.mimic", "make_mimic4", 400),
+}
+
+
+@command("make-demo", description="Generate a small demo dataset from packaged real data, in the real raw format.")
+def _make_demo(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("kind", choices=sorted(DEMO_KINDS), help="which dataset format to imitate")
+    parser.add_argument("--out", required=True, type=Path, help="dataset root to (re)create")
+    parser.add_argument("--seed", type=int, default=0, help="random seed (same seed -> identical files)")
+    parser.add_argument(
+        "--samples",
+        type=int,
+        default=None,
+        help="images/documents/admissions; default "
+        + ", ".join(f"{kind} {spec[2]}" for kind, spec in DEMO_KINDS.items()),
+    )
+
+
+@command("stats-table", description="dataset statistics table (tex/csv/md) from manifests")
+def _stats_table(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--dataset", action="append", required=True, metavar="NAME=DIR", help="dataset key and prepared folder; repeat per dataset")
+    parser.add_argument("--out-prefix", required=True, type=Path, help="output path without suffix, e.g. results/tables/statistics")
+
+
+@command("make-tiny-models", description="Write tiny randomly initialised RoBERTa and Llama models plus a BPE tokenizer (offline).")
+def _make_tiny_models(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--out", required=True, type=Path, help="folder to (re)create with tokenizer/, roberta/, llama/")
+    parser.add_argument("--seed", type=int, default=0, help="weight initialisation seed (same seed -> identical files)")
+
+
+# ---------------------------------------------------------------------------- training
+
+
+CACHE_PREFIX_BATCH_SIZE = 64
+
+
+@command("cache-prefix", doc_of="mscl.train.prefix")
+def _cache_prefix(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--data", required=True, type=Path, help="prepared text manifest folder")
+    parser.add_argument("--encoder-spec", required=True, help="hf or plm_icd encoder spec with trainable_layers (or a run spec): inline JSON starting with '{' or a JSON/YAML file")
+    parser.add_argument("--out", required=True, type=Path, help="cache file to write (.pt)")
+    parser.add_argument("--batch-size", type=int, default=CACHE_PREFIX_BATCH_SIZE, help=f"texts per prefix batch (default {CACHE_PREFIX_BATCH_SIZE})")
+
+
+EXIT_STOPPED = 3  # pretrain --stop-after-epoch: the exit code of a deliberately interrupted run
+
+
+@command("pretrain", doc_of="mscl.train.pretrain")
+def _pretrain(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--data", required=True, type=Path, help="prepared manifest folder")
+    parser.add_argument("--spec", required=True, help="run spec: inline JSON starting with '{' or a JSON/YAML file")
+    parser.add_argument("--out", required=True, type=Path, help="output folder (a rerun resumes from its checkpoint)")
+    parser.add_argument(
+        "--prefix-cache",
+        type=Path,
+        default=None,
+        help="frozen-prefix cache of a trainable_layers hf or plm_icd encoder (python -m mscl cache-prefix): train the top layers on it",
+    )
+    parser.add_argument(
+        "--stop-after-epoch",
+        type=int,
+        default=None,
+        metavar="K",
+        help=f"exit with code {EXIT_STOPPED} right after checkpointing epoch K (simulates a killed job)",
+    )
+
+
+@command("probe", doc_of="mscl.train.probe")
+def _probe(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--data", required=True, type=Path, help="prepared manifest folder")
+    parser.add_argument("--pretrained", required=True, type=Path, help="pretrain output folder (holds encoder.pt)")
+    parser.add_argument("--spec", required=True, help="run spec: inline JSON starting with '{' or a JSON/YAML file")
+    parser.add_argument("--out", required=True, type=Path, help="output folder")
+    parser.add_argument(
+        "--prefix-cache",
+        type=Path,
+        default=None,
+        help="frozen-prefix cache of a trainable_layers hf or plm_icd encoder (python -m mscl cache-prefix)",
+    )
+
+
+# ------------------------------------------------------------------------------ report
+
+
+@command("chance", doc_of="mscl.report.chance")
+def _chance(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--data", required=True, type=Path, help="prepared manifest folder")
+    parser.add_argument("--out", required=True, type=Path, help="output folder (the run's probe/ folder)")
+    parser.add_argument("--dataset", help="dataset name recorded in the spec (default: the --data folder's name)")
+
+
+# Paper columns an encoder is reported under (`collect --roles ENCODER=ROLE`).
+# `mlp` is the claim check's tabular encoder (docs/claim-check.md), not a paper column.
+ENCODER_ROLES = ("resnet", "roberta", "llama", "plm_icd", "mlp")
+# The label prior (`python -m mscl chance`) has no encoder: `collect` files it under this role.
+REFERENCE_ROLE = "reference"
+# Every role `collect --roles` accepts: the encoders' roles and the label prior's (chance=reference).
+REPORT_ROLES = (*ENCODER_ROLES, REFERENCE_ROLE)
+
+
+@command("collect", description="gather every run's metrics into one tidy CSV")
+def _collect(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--metrics", nargs="+", required=True, metavar="FILE", help="metrics.json of probe (or chance) runs; the run axes come from the spec recorded in each")
+    parser.add_argument("--roles", nargs="+", required=True, metavar="ENCODER=ROLE", help=f"paper column of each encoder: {', '.join(REPORT_ROLES)} (chance=reference)")
+    parser.add_argument("--train-counts", nargs="*", default=[], metavar="DATASET=STATS_JSON", help="stats.json of datasets that get head/tail bucket metrics")
+    parser.add_argument("--out", required=True, type=Path, help="tidy CSV to write, e.g. results/metrics/all_runs.csv")
+
+
+TABLE_NAMES = ("image", "aapd", "mimic_full", "mimic_50", "sota", "ablation", "paper_vs_run", "cost")
+
+
+@command("table", description="one paper table (tex/csv/md) from the tidy results")
+def _table(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("name", choices=TABLE_NAMES)
+    add_results_arguments(parser, "table", "cost")
+    parser.add_argument("--benchmarks", nargs="*", default=[], metavar="FILE", help="Snakemake benchmark TSVs (cost table)")
+
+
+FIGURE_NAMES = ("improvement", "std", "text_encoders", "mimic_dotplot", "mimic_heatstrip", "frequency_buckets", "batch_size", "relations")
+
+
+@command("figure", description="one paper figure (pdf/png) from the tidy results")
+def _figure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("name", choices=FIGURE_NAMES)
+    add_results_arguments(parser, "figure", "relations")
+    parser.add_argument("--split", choices=("test", "val"), help="split to plot (default: test; batch_size uses val as the paper)")
+
+
+CLAIM_REFERENCE = "simdissim"
+CLAIM_METRICS = ("micro_f1", "macro_f1", "map", "macro_auc")
+CLAIM_HEADLINE_METRICS = ("micro_f1", "macro_f1", "map")
+CLAIM_ALPHA = 0.05
+
+
+@command("claim-report", description="claim check: paired-seed statistics of the reference method vs every other")
+def _claim_report(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--runs", required=True, type=Path, help="tidy CSV from `python -m mscl collect`")
+    parser.add_argument("--out-dir", required=True, type=Path, help="folder for claim_summary, claim_tests, claim_differences, claim_outcome")
+    parser.add_argument("--reference", default=CLAIM_REFERENCE, help=f"loss key compared with every other method (default {CLAIM_REFERENCE})")
+    parser.add_argument("--metrics", nargs="+", default=list(CLAIM_METRICS), metavar="METRIC", help=f"metrics tested, one Holm family each (default {' '.join(CLAIM_METRICS)})")
+    parser.add_argument("--headline-metrics", nargs="+", metavar="METRIC", help=f"metrics of the figure rows and the outcome sentences (default: those of {' '.join(CLAIM_HEADLINE_METRICS)} in --metrics)")
+    parser.add_argument("--alpha", type=float, default=CLAIM_ALPHA, help=f"level of the Holm-adjusted verdicts (default {CLAIM_ALPHA})")
+    parser.add_argument("--batch-size", type=int, help="use runs at this batch size (default: per dataset and encoder, the size most runs share)")
+    parser.add_argument("--datasets", nargs="+", metavar="NAME", help="datasets to include (default: all in --runs)")
+
+
+@command("eq12", doc_of="mscl.eq12")
+def _eq12(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--labels", type=int, default=10)
+    parser.add_argument("--dim", type=int, default=16)
+    parser.add_argument("--seed", type=int, default=0)
+
+
+# ---------------------------------------------------------- benchmarks (`bench NAME`)
+
+
+# The label tensors `bench losses` times (the keys of mscl.bench.losses.LABEL_FORMS; a test checks).
+LABEL_FORM_NAMES = ("dense", "csr", "dense-bool")
+
+
+@command("bench losses", doc_of="mscl.bench.losses")
+def _bench_losses(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--anchors", type=int, nargs="+", default=[256, 1024], help="overview: n = B*V anchors (V = 2)")
+    parser.add_argument("--overhead-anchors", type=int, default=1024, help="n for the label-bookkeeping table")
+    parser.add_argument("--labels", type=int, nargs="+", default=[80, 8692, 25230], help="label-space sizes L")
+    parser.add_argument("--dim", type=int, default=256, help="projection dimension D")
+    parser.add_argument("--repeats", type=int, default=21, help="timed runs per cell (median reported)")
+    parser.add_argument("--forms", nargs="+", default=list(LABEL_FORM_NAMES), choices=LABEL_FORM_NAMES, help="label forms")
+    parser.add_argument(
+        "--losses",
+        nargs="+",
+        default=None,  # mscl.bench.losses.OVERVIEW_LOSSES: every loss and some variants (the loss names need torch)
+        help="overview losses; ':literal' = simdissim form=literal, ':csr' = labels as a sparse CSR tensor",
+    )
+    parser.add_argument("--no-overview", action="store_true", help="print the label-bookkeeping table only")
+    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
+
+
+@command("bench preprocess", doc_of="mscl.bench.preprocess")
+def _bench_preprocess(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--notes", type=int, default=12_000, help="notes at 1x (all categories)")
+    parser.add_argument("--scales", type=int, nargs="+", default=[1, 10], help="multiples of --notes to measure")
+    parser.add_argument("--chunk-rows", type=int, default=5_000, help="passed to prepare-mimic")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--workdir", type=Path, help="scratch folder (default: a temporary one, removed afterwards)")
+
+
+@command("bench dag", doc_of="mscl.bench.dag")
+def _bench_dag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--log", required=True, type=Path, help="a finished run's .snakemake/log/*.snakemake.log")
+    parser.add_argument("--results", type=Path, default=Path("results"), help="the run's paths.results (relative to --workdir)")
+    parser.add_argument("--workdir", type=Path, default=Path("."), help="the folder Snakemake ran in")
+
+
+@command("bench plm_icd", doc_of="mscl.bench.plm_icd")
+def _bench_plm_icd(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--data", type=Path, help="prepared mimic3_full manifest folder (default: generate the demo one)")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
+    parser.add_argument("--docs", type=int, default=32, help="documents timed by cache-prefix (default 32)")
+    parser.add_argument("--steps", type=int, default=3, help="timed pretraining steps, median (default 3)")
+    parser.add_argument("--skip", nargs="*", default=[], choices=["cache", "pretrain", "probe"], help="parts to leave out")
