@@ -23,6 +23,13 @@ rule pretrain:
     jobid: 7
 [Mon Nov 23 11:18:04 2026]
 Finished jobid: 5 (Rule: make_demo)
+[Mon Nov 23 11:18:04 2026]
+rule cache_prefix:
+    output: data/processed/aapd/prefix/e.pt
+    log: results/logs/prefix/aapd/e.log
+    jobid: 8
+[Mon Nov 23 11:18:10 2026]
+Finished jobid: 8 (Rule: cache_prefix)
 [Mon Nov 23 11:18:30 2026]
 Finished jobid: 7 (Rule: pretrain)
 [Mon Nov 23 11:18:40 2026]
@@ -43,15 +50,23 @@ def test_the_run_is_split_into_training_overhead_other_jobs_and_idle(tmp_path: P
     bench.parent.mkdir(parents=True)
     bench.write_text("s\th:m:s\tmax_rss\tcpu_time\n29.0\t0:00:29\t900\t28.0\n")
 
+    prefix_log = tmp_path / "results/logs/prefix/aapd/e.log"
+    prefix_log.parent.mkdir(parents=True)
+    prefix_log.write_text("cache-prefix: train: 90 samples, 900 tokens, 3.0 s\ncache-prefix: test: 10 samples, 99 tokens, 1.0 s\n")
+    prefix_bench = tmp_path / "results/benchmarks/prefix/aapd/e.tsv"
+    prefix_bench.parent.mkdir(parents=True)
+    prefix_bench.write_text("s\th:m:s\tmax_rss\tcpu_time\n6.0\t0:00:06\t900\t5.0\n")
+
     table, slowest = breakdown(log, Path("results"), tmp_path)
     seconds = dict(zip(table["part"], table["core_seconds"]))
-    # 40 s wall x 2 cores = 80; pretrain: 29 s (benchmark) of which 19 s training; make_demo: 4 s.
-    assert seconds["training compute"] == 19.0
-    assert seconds["training-job overhead (start-up, set-up, outputs)"] == 10.0
+    # 40 s wall x 2 cores = 80; pretrain: 29 s (benchmark) of which 19 s training; cache_prefix:
+    # 6 s of which 4 s prefix passes; make_demo: 4 s.
+    assert seconds["training compute"] == 23.0
+    assert seconds["training-job overhead (start-up, set-up, outputs)"] == 12.0
     assert seconds["other jobs (data, tables, figures)"] == 4.0
-    assert seconds["scheduling and idle cores"] == 80.0 - 19.0 - 10.0 - 4.0
-    assert table["share_percent"].iloc[0] == round(100 * 19 / 80, 1)
-    assert slowest["rule"].tolist()[:2] == ["pretrain", "make_demo"]
+    assert seconds["scheduling and idle cores"] == 80.0 - 23.0 - 12.0 - 4.0
+    assert table["share_percent"].iloc[0] == round(100 * 23 / 80, 1)
+    assert slowest["rule"].tolist()[:3] == ["pretrain", "cache_prefix", "make_demo"]
 
     assert main(["--log", str(log), "--workdir", str(tmp_path)]) == 0
-    assert "non-training share of the wall time: 76.2%" in capsys.readouterr().out
+    assert "non-training share of the wall time: 71.2%" in capsys.readouterr().out

@@ -4,11 +4,13 @@
 
 Splits the run's capacity (wall time x the cores Snakemake was given, in core-seconds) into:
 
-- training compute: the pretraining loops (the last `elapsed` of each job's per-epoch lines)
-  plus the probes' feature extraction and linear-layer fitting, read from the jobs' own logs
-  under `{results}/logs/`;
-- training-job overhead: the rest of each pretrain/probe job's wall time (its `benchmark:`
-  file): interpreter and torch start-up, model and data set-up, writing outputs;
+- training compute: the pretraining loops (the last `elapsed` of each job's per-epoch lines),
+  the probes' feature extraction and linear-layer fitting, and the frozen-prefix passes of
+  `cache_prefix` jobs (model compute done once instead of in every run), read from the jobs'
+  own logs under `{results}/logs/`;
+- training-job overhead: the rest of each pretrain/probe/cache_prefix job's wall time (its
+  `benchmark:` file): interpreter, torch and transformers start-up, model and data set-up,
+  writing outputs;
 - other jobs: demo generation, preprocessing, tables and figures (Snakemake's job start and
   finish stamps, 1 s resolution);
 - scheduling and idle cores: capacity minus every job's wall time (Snakemake's own work
@@ -38,7 +40,8 @@ FINISHED = re.compile(r"^Finished jobid: (\d+) \(Rule: (\w+)\)$")
 CORES = re.compile(r"^Provided cores: (\d+)$")
 ELAPSED = re.compile(r"elapsed ([\d.]+) s")
 FEATURES = re.compile(r"^probe: features_\w+\.pt: \d+ samples in ([\d.]+) s")
-TRAINING_RULES = ("pretrain", "probe")
+PREFIX = re.compile(r"^cache-prefix: \w+: \d+ samples, \d+ tokens, ([\d.]+) s")
+TRAINING_RULES = ("pretrain", "probe", "cache_prefix")
 
 
 @dataclass
@@ -85,13 +88,14 @@ def parse_snakemake_log(path: Path) -> tuple[list[Job], int, float]:
 
 
 def training_seconds(log_file: Path) -> float:
-    """Seconds a pretrain/probe job spent in its training loops, from its per-epoch log lines."""
+    """Seconds a pretrain/probe/cache_prefix job spent computing with its model, from its log:
+    the per-epoch lines, the probe's feature passes and the prefix cache's split passes."""
     if not log_file.is_file():
         return 0.0
     lines = log_file.read_text(encoding="utf-8", errors="replace").splitlines()
     loop = [float(m.group(1)) for line in lines if line.startswith(("pretrain epoch", "probe epoch")) and (m := ELAPSED.search(line))]
-    features = [float(m.group(1)) for line in lines if (m := FEATURES.match(line))]
-    return (loop[-1] if loop else 0.0) + sum(features)
+    passes = [float(m.group(1)) for line in lines if (m := FEATURES.match(line) or PREFIX.match(line))]
+    return (loop[-1] if loop else 0.0) + sum(passes)
 
 
 def benchmark_seconds(log: str, results: Path, workdir: Path) -> float | None:
