@@ -129,7 +129,7 @@ ci_slice["experiments"] = {name: run for name in [*default["experiments"], "ci"]
 with open(out_path, "w") as handle:
     yaml.safe_dump(ci_slice, handle, sort_keys=False)
 PY
-CONFIG_ARGS=(--configfile "$REPO/config.yaml" "$WORK/slurm_config.yaml")
+CONFIG_ARGS=(--configfile "$REPO/config.yaml" "$REPO/tests/configs/tiny_encoders.yaml" "$WORK/slurm_config.yaml")
 TARGETS=("${DATA_TARGETS[@]}")
 [ "$TRAINING" = 1 ] && TARGETS+=("${TRAINING_TARGETS[@]}")
 

@@ -7,6 +7,18 @@ import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = REPO_ROOT / "tests" / "fixtures"
+# Tiny random text encoders (roberta-tiny, llama-tiny, plmicd-tiny) that train in seconds.
+TINY_ENCODERS = REPO_ROOT / "tests" / "configs" / "tiny_encoders.yaml"
+
+
+def config_with_tiny_encoders() -> dict:
+    """config.yaml (the embedded default) with the tiny test encoders added to `encoders`, as
+    `--configfile config.yaml tests/configs/tiny_encoders.yaml` would merge them."""
+    import yaml
+
+    config = yaml.safe_load((REPO_ROOT / "config.yaml").read_text())
+    config["encoders"].update(yaml.safe_load(TINY_ENCODERS.read_text())["encoders"])
+    return config
 
 
 def shared_dir() -> Path:

@@ -259,8 +259,8 @@ def test_one_chance_job_per_dataset_with_runs_feeds_collect(tmp_path):
     config = yaml.safe_load((REPO / "config.yaml").read_text())
     config["datasets"] = ["coco", "voc", "aapd"]  # voc is prepared but has no run
     config["experiments"] = {
-        "image": {"datasets": ["coco"], "encoders": ["resnet18-small"], "losses": ["any", "none"], "batch_sizes": [64, 128]},
-        "text": {"datasets": ["aapd"], "encoders": ["roberta-tiny"], "losses": ["simdissim"], "batch_sizes": [32]},
+        "image": {"datasets": ["coco"], "encoders": ["resnet8"], "losses": ["any", "none"], "batch_sizes": [64, 128]},
+        "text": {"datasets": ["aapd"], "encoders": ["minilm-top1"], "losses": ["simdissim"], "batch_sizes": [32]},
     }
     output = dry_run(tmp_path, config)
     counts = job_counts(output)

@@ -164,7 +164,7 @@ def test_site_values_are_set_in_one_block_and_code_edits_do_not_rerun_jobs():
 def aapd_only_config(path: Path) -> Path:
     """A config file that narrows the embedded default to AAPD (every experiment block one run)."""
     blocks = yaml.safe_load((REPO / "config.yaml").read_text())["experiments"]
-    run = {"datasets": ["aapd"], "encoders": ["roberta-tiny"], "losses": ["simdissim"], "batch_sizes": [32]}
+    run = {"datasets": ["aapd"], "encoders": ["minilm-top1"], "losses": ["simdissim"], "batch_sizes": [32]}
     path.write_text(yaml.safe_dump({"datasets": ["aapd"], "experiments": {name: run for name in blocks}}))
     return path
 

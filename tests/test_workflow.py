@@ -13,12 +13,14 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import TINY_ENCODERS, config_with_tiny_encoders
 
 REPO = Path(__file__).resolve().parents[1]
 DATASETS = [
     "coco", "voc", "nuswide", "aapd",
     "mimic3_full", "mimic3_50", "mimic4_icd9_full", "mimic4_icd9_50", "mimic4_icd10_full", "mimic4_icd10_50",
 ]
+DEFAULT_DATASETS = ["coco", "voc", "nuswide", "aapd", "mimic3_full", "mimic3_50"]  # config.yaml's
 
 
 def snakemake_command(workdir: Path, *args: str, profile: str = "none") -> list[str]:
@@ -57,19 +59,24 @@ def job_counts(dry_run_output: str) -> dict[str, int]:
     return counts
 
 
-def expected_job_counts(runs: int, demo: bool, datasets_with_runs: int) -> dict[str, int]:
+def expected_job_counts(
+    runs: int, datasets_with_runs: int, demo_kinds: int = 0, mimic_versions: int = 3, prefix_caches: int = 0
+) -> dict[str, int]:
     """Jobs per rule of a full dry run: `runs` pretrain/probe pairs, one label-prior (chance)
-    job per dataset with runs, plus the demo generators and tiny models when the config runs on
-    the embedded default."""
-    counts = {"make_demo": 6, "tiny_models": 1} if demo else {}
+    job per dataset with runs, `mimic_versions` MIMIC sources prepared, `prefix_caches` frozen
+    prefixes cached, plus `demo_kinds` demo generators when the config runs on the embedded
+    default."""
+    counts = {"make_demo": demo_kinds} if demo_kinds else {}
     counts.update(
         {
-            "mimic_split_lists": 3, "prepare_coco": 1, "prepare_voc": 1, "prepare_nuswide": 1, "prepare_aapd": 1,
-            "prepare_mimic": 3, "pretrain": runs, "probe": runs, "chance": datasets_with_runs,
+            "mimic_split_lists": mimic_versions, "prepare_coco": 1, "prepare_voc": 1, "prepare_nuswide": 1, "prepare_aapd": 1,
+            "prepare_mimic": mimic_versions, "pretrain": runs, "probe": runs, "chance": datasets_with_runs,
             "statistics_table": 1, "collect_runs": 1,
             "paper_table": 7, "cost_table": 1, "paper_figure": 8, "all": 1,
         }
     )
+    if prefix_caches:
+        counts["cache_prefix"] = prefix_caches
     counts["total"] = sum(counts.values())
     return counts
 
@@ -77,28 +84,36 @@ def expected_job_counts(runs: int, demo: bool, datasets_with_runs: int) -> dict[
 def test_dry_run_of_the_default_config_lists_every_rule(tmp_path):
     result = snakemake(tmp_path, "-n")
     counts = job_counts(result.stdout + result.stderr)
-    # Grid of config.yaml: image 3 datasets x (7 losses + none) + coco sim/dissim + coco batch
-    # sizes 32/128/256 x 4 losses + aapd 2 encoders x (4 losses + none) + aapd sim/dissim + MIMIC
-    # 6 settings x PLM-ICD x 4 losses + MIMIC-III-Full x 2 more encoders x 4 losses; every one
-    # of the 10 datasets has runs, so it gets one chance job.
-    runs = 24 + 2 + 12 + 10 + 2 + 24 + 8
-    assert counts == expected_job_counts(runs, demo=True, datasets_with_runs=len(DATASETS))
+    # Grid of config.yaml: image 3 datasets x (4 losses + none) + COCO seeds 1, 2 x 4 losses +
+    # COCO jaccard/proto/msc/sim/dissim + COCO batch sizes 32/128 x 2 losses; AAPD RoBERTa
+    # stand-in 4 losses + none, seeds 1, 2 x 4 losses, Llama stand-in 4 losses; MIMIC-III full
+    # and 50 x PLM-ICD x (4 losses + none). Every one of the 6 datasets has runs (one chance job
+    # each); MIMIC-III is the only MIMIC source; no tiny models (the text stand-ins are the
+    # packaged MiniLM); one prefix cache per text dataset and encoder (AAPD x 2, MIMIC x 2).
+    runs = 15 + 8 + 5 + 4 + 5 + 8 + 4 + 10
+    expected = expected_job_counts(runs, len(DEFAULT_DATASETS), demo_kinds=5, mimic_versions=1, prefix_caches=4)
+    assert counts == expected
+    assert "tiny_models" not in counts
 
 
 def test_plm_icd_with_trainable_layers_gets_a_prefix_cache_per_dataset(tmp_path):
     """`trainable_layers` on a plm_icd spec (k = 0: only the label attention trains) adds one
     cache_prefix job per dataset, which its pretrain and probe jobs read; the other encoders
     (no trainable_layers) get none."""
-    config = yaml.safe_load((REPO / "config.yaml").read_text())
+    config = config_with_tiny_encoders()
     config["encoders"]["plmicd-tiny"]["spec"]["trainable_layers"] = 0
-    config["experiments"] = {name: config["experiments"][name] for name in ("mimic", "mimic_text_encoders")}
+    losses = ["all", "any", "mulsupcon", "simdissim"]
+    config["experiments"] = {
+        "mimic": {"datasets": ["mimic3_full", "mimic3_50"], "encoders": ["plmicd-tiny"], "losses": losses, "batch_sizes": [16]},
+        "mimic_text_encoders": {"datasets": ["mimic3_full"], "encoders": ["roberta-tiny", "llama-tiny"], "losses": losses, "batch_sizes": [16]},
+    }
     config_file = tmp_path / "plm_prefix.yaml"
     config_file.write_text(yaml.safe_dump(config))
     result = snakemake(tmp_path, "-n", "-p", "--configfile", str(config_file))
     output = result.stdout + result.stderr
     counts = job_counts(output)
-    assert counts["cache_prefix"] == 6 and counts["pretrain"] == counts["probe"] == 6 * 4 + 2 * 4
-    for dataset in ("mimic3_full", "mimic4_icd10_50"):
+    assert counts["cache_prefix"] == 2 and counts["pretrain"] == counts["probe"] == 2 * 4 + 2 * 4
+    for dataset in ("mimic3_full", "mimic3_50"):
         cache = f"data/processed/{dataset}/prefix/plmicd-tiny.pt"
         assert f"--out {cache}" in output
         assert output.count(f"--prefix-cache {cache}") == 4 * 2  # every loss's pretrain and probe
@@ -128,9 +143,13 @@ def test_bad_config_fails_at_parse_time_naming_the_key(tmp_path, override, key):
 
 @pytest.mark.slow
 def test_default_data_stage_end_to_end(tmp_path):
-    """Demo raw files -> manifests -> statistics table, then nothing left to do."""
+    """Demo raw files -> manifests -> statistics table, then nothing left to do; every dataset
+    setting, MIMIC-IV's too (the embedded default prepares only MIMIC-III)."""
     target = "results/tables/statistics.csv"
-    snakemake(tmp_path, target)
+    every_dataset = tmp_path / "every_dataset.yaml"
+    every_dataset.write_text(yaml.safe_dump({"datasets": DATASETS}))
+    configs = ["--configfile", str(REPO / "config.yaml"), str(every_dataset)]
+    snakemake(tmp_path, target, *configs)
     with open(tmp_path / "results" / "tables" / "statistics.csv", newline="") as handle:
         rows = list(csv.DictReader(handle))
     assert len(rows) == len(DATASETS)
@@ -149,7 +168,7 @@ def test_default_data_stage_end_to_end(tmp_path):
     logs = [path.read_text() for path in (tmp_path / "results" / "logs").rglob("*.log")]
     assert len(logs) >= 14 and windows
     assert not any(window in log for window in windows for log in logs)
-    again = snakemake(tmp_path, "-n", target)
+    again = snakemake(tmp_path, "-n", target, *configs)
     assert "Nothing to be done" in again.stdout + again.stderr
 
 
@@ -186,7 +205,7 @@ def test_paper_dry_run_from_the_repository_root_is_exactly_the_paper_grid(tmp_pa
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-4000:]
     runs = 21 + 2 + 12 + 8 + 2 + 72  # paper grid: every text encoder on every MIMIC setting
-    assert job_counts(output) == expected_job_counts(runs, demo=False, datasets_with_runs=len(DATASETS))
+    assert job_counts(output) == expected_job_counts(runs, datasets_with_runs=len(DATASETS))
     assert "tiny" not in output and "make_demo" not in output
     # The placeholder roots are reported, naming the config key, while the dry run goes on.
     assert "sources.coco.root: '/path/to/coco2014' does not exist" in output
@@ -224,7 +243,7 @@ def test_a_missing_source_root_stops_the_run_before_any_job(tmp_path):
 def test_one_run_trains_and_probes_through_snakemake(tmp_path):
     """demo data -> manifest -> tiny models -> pretrain -> probe, with log and benchmark files."""
     run = "aapd/roberta-tiny/simdissim/bs32/seed0"
-    snakemake(tmp_path, f"results/runs/{run}/probe/metrics.json")
+    snakemake(tmp_path, f"results/runs/{run}/probe/metrics.json", "--configfile", str(REPO / "config.yaml"), str(TINY_ENCODERS))
     metrics = json.loads((tmp_path / "results" / "runs" / run / "probe" / "metrics.json").read_text())
     assert 0.0 <= metrics["test"]["micro_f1"] <= 1.0 and metrics["spec"]["loss"] == "simdissim"
     for stage in ("pretrain", "probe"):
@@ -240,9 +259,10 @@ def test_mini_grid_builds_every_table_figure_and_the_report(tmp_path):
     config = yaml.safe_load((REPO / "config.yaml").read_text())
     config["datasets"] = ["coco"]
     config["experiments"] = {
-        "mini": {"datasets": ["coco"], "encoders": ["resnet18-small"], "losses": ["any", "simdissim"], "batch_sizes": [64]}
+        "mini": {"datasets": ["coco"], "encoders": ["resnet8"], "losses": ["any", "simdissim"], "batch_sizes": [64]}
     }
     config["training"] = {"pretrain": {"epochs": 1}, "probe": {"epochs": 5}}
+    config["encoders"]["resnet8"]["pretrain"]["epochs"] = 1  # the encoder's own setting wins
     config_file = tmp_path / "mini.yaml"
     config_file.write_text(yaml.safe_dump(config))
     snakemake(tmp_path, "--configfile", str(config_file))
