@@ -3,7 +3,8 @@
 Each command lives in its own module exposing `main(argv) -> int`; modules are imported only
 when their command runs, so a preprocessing job never pays for importing torch. The arguments
 are parsed first, by the command's parser in the light `mscl.cli`: `--help` and usage errors
-answer before the command's module (and torch, pandas, ...) is imported.
+answer before the command's module (and torch, pandas, ...) is imported. Training commands
+then run in a worker of the run's job server when the workflow started one (mscl.jobserver).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import importlib
 import sys
 
+from mscl import jobserver
 from mscl.cli import commands, parse_args
 from mscl.errors import InputError
 
@@ -37,6 +39,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "claim-report": ("mscl.report.claim", "claim check: paired-seed tests of Sim-Dissim vs each method (tables, figure, outcome)"),
     "eq12": ("mscl.eq12", "show that the paper's Eq. 12 as printed has exactly ANY's gradients"),
     "bench": ("mscl.bench", "benchmarks that print figures (losses, preprocessing)"),
+    "job-server": ("mscl.jobserver", "fork server the workflow starts: training jobs skip importing torch (mscl.jobserver)"),
 }
 
 
@@ -58,6 +61,14 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if command in commands():  # all but `bench`, whose light module parses its benchmark's arguments
         parse_args(command, rest)  # exits on --help or a usage error; main(rest) parses again
+    if command in jobserver.SERVED_COMMANDS and (code := jobserver.delegate(argv)) is not None:
+        return code
+    return run(argv)
+
+
+def run(argv: list[str]) -> int:
+    """Run a command whose arguments `main` has checked, in this process."""
+    command, rest = argv[0], argv[1:]
     module = importlib.import_module(COMMANDS[command][0])
     try:
         return int(module.main(rest) or 0)

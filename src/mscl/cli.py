@@ -416,6 +416,12 @@ def _claim_report(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--datasets", nargs="+", metavar="NAME", help="datasets to include (default: all in --runs)")
 
 
+@command("job-server", doc_of="mscl.jobserver")
+def _job_server(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--socket", required=True, help="Unix socket path to serve (the workflow exports it to the jobs as $MSCL_JOB_SERVER)")
+    parser.add_argument("--owner-pid", required=True, type=int, help="process whose end stops the server (the Snakemake run)")
+
+
 @command("eq12", doc_of="mscl.eq12")
 def _eq12(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch", type=int, default=32)

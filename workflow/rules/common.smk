@@ -15,10 +15,23 @@ from snakemake.shell import shell as job_shell
 sys.path.insert(0, os.path.join(workflow.basedir, "src"))
 from mscl.data.sources import LAYOUTS, SPLIT_LIST_FILES, source_problem, split_folder_problem
 from mscl.interrupt import stop_jobs_on_sigint
+from mscl.jobserver import start_for_workflow
 
 # `kill -INT` on Snakemake alone stops the running jobs too (mscl.interrupt). The running
 # jobs' shells are Snakemake's own bookkeeping (job id -> Popen), read at interrupt time.
 stop_jobs_on_sigint(lambda: [process.pid for process in list(getattr(job_shell, "_processes", {}).values())])
+
+
+onstart:
+    # Training jobs fork from one interpreter that imported torch once (mscl.jobserver), when
+    # they run on this machine in this environment; each is still its own job and process.
+    start_for_workflow(
+        enabled=config["job_server"] and not workflow.touch,
+        local=workflow.local_exec,
+        isolated_environments=bool(workflow.deployment_settings.deployment_method),
+        log_path=os.path.join(".snakemake", "log", "mscl-job-server.log"),
+        report=logger.info,
+    )
 
 RAW = config["paths"]["raw"]
 PROCESSED = config["paths"]["processed"]
