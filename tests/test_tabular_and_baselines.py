@@ -194,7 +194,7 @@ def test_checkpoints_follow_the_time_interval_and_always_close_the_run(
         real_save(path, state)
 
     monkeypatch.setattr(pretrain_module, "save_checkpoint", counting_save)
-    monkeypatch.setattr(pretrain_module, "CHECKPOINT_INTERVAL_S", interval_s)
+    monkeypatch.setenv("MSCL_CHECKPOINT_INTERVAL_S", str(interval_s))
     spec = json.dumps(run_spec("simdissim", epochs=3))
     assert mscl_main(["pretrain", "--data", str(tabular_data), "--spec", spec, "--out", str(tmp_path)]) == 0
     assert saved_epochs == expected_epochs

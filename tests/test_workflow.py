@@ -357,6 +357,11 @@ def test_sigint_to_snakemake_stops_training_and_the_rerun_resumes_then_a_changed
     assert process.returncode != 0, output[-3000:]
     assert stopped_after < 30, f"snakemake took {stopped_after:.0f} s to stop"
     wait_for(lambda: not training_processes(run_dir), 15, "the training process to be gone")
+    # The job ran in a worker of the run's job server (the default): that process is gone too.
+    interrupted_log = (workdir / "results" / "logs" / "pretrain" / f"{TINY_RUN}.log").read_text()
+    worker = worker_pid(interrupted_log)
+    assert worker is not None, interrupted_log[-2000:]
+    wait_for(lambda: not psutil_exists(worker), 15, f"the job-server worker {worker} to be gone")
     epochs_done = torch_load(run_dir / "checkpoint.pt")["epoch"]
     assert 1 <= epochs_done < 400 and not (run_dir / "encoder.pt").exists()
 
@@ -379,6 +384,20 @@ def test_sigint_to_snakemake_stops_training_and_the_rerun_resumes_then_a_changed
         "pretrain epoch 1/3", "pretrain epoch 2/3", "pretrain epoch 3/3"
     ]
     assert torch_load(run_dir / "checkpoint.pt")["epoch"] == 3 and (run_dir / "encoder.pt").exists()
+
+
+def worker_pid(log_text: str) -> int | None:
+    """The job-server worker that ran a job, from the line it starts the job's log with."""
+    for line in log_text.splitlines():
+        if line.startswith("mscl job-server worker ") and line.endswith("runs this job"):
+            return int(line.split()[3])
+    return None
+
+
+def psutil_exists(pid: int) -> bool:
+    import psutil
+
+    return psutil.pid_exists(pid)
 
 
 def torch_load(path: Path) -> dict:

@@ -420,6 +420,7 @@ def _claim_report(parser: argparse.ArgumentParser) -> None:
 def _job_server(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--socket", required=True, help="Unix socket path to serve (the workflow exports it to the jobs as $MSCL_JOB_SERVER)")
     parser.add_argument("--owner-pid", required=True, type=int, help="process whose end stops the server (the Snakemake run)")
+    parser.add_argument("--preload", nargs="+", metavar="MODULE", help="modules to import before serving (default: what training jobs import)")
 
 
 @command("eq12", doc_of="mscl.eq12")

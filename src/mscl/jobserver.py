@@ -47,6 +47,7 @@ import tempfile
 import threading
 import time
 import traceback
+from dataclasses import dataclass
 from typing import Callable, Sequence
 
 SOCKET_ENV = "MSCL_JOB_SERVER"
@@ -230,6 +231,7 @@ def _run_worker(listener: socket.socket, connection: socket.socket, descriptors:
         sys.stderr = open(2, "w", buffering=1, closefd=False)
         sys.argv = [sys.argv[0], *request["argv"]]
         _apply_thread_count()
+        print(f"mscl job-server worker {os.getpid()} (server {os.getppid()}) runs this job", file=sys.stderr)
         connection.sendall((json.dumps({"pid": os.getpid()}) + "\n").encode())
         threading.Thread(target=_terminate_when_job_leaves, args=(connection,), daemon=True).start()
         from mscl.__main__ import run
@@ -292,39 +294,49 @@ def parse_usage(text: str) -> dict[str, float] | None:
 # ---------------------------------------------------------------------- the workflow's side
 
 
-def start(python: str, log_path: str, owner_pid: int, timeout: float = READY_TIMEOUT_SECONDS) -> str | None:
-    """Start `python -m mscl job-server` and wait for its socket; its path, or None if it did
-    not come up (the jobs then run in their own processes). Stopped at this process's exit."""
+@dataclass
+class JobServer:
+    """A started server: its socket path and its process."""
+
+    socket: str
+    process: subprocess.Popen
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=2 * POLL_SECONDS + 1)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        shutil.rmtree(os.path.dirname(self.socket), ignore_errors=True)
+
+
+def start(python: str, log_path: str, owner_pid: int, preload: Sequence[str] = (), timeout: float = READY_TIMEOUT_SECONDS) -> JobServer | None:
+    """Start `python -m mscl job-server` (importing `preload`, default `PRELOAD`) and wait for
+    its socket; None if it did not come up (the jobs then run in their own processes). It is
+    stopped at this process's exit at the latest."""
     directory = tempfile.mkdtemp(prefix="mscl-jobs-")  # mode 0700: only this user may connect
     path = os.path.join(directory, "socket")
     os.makedirs(os.path.dirname(os.path.abspath(log_path)), exist_ok=True)
     with open(log_path, "w") as log:
         # A session of its own: Ctrl-C in the terminal reaches the jobs, which forward it.
-        server = subprocess.Popen(
-            [python, "-m", "mscl", "job-server", "--socket", path, "--owner-pid", str(owner_pid)],
+        process = subprocess.Popen(
+            [python, "-m", "mscl", "job-server", "--socket", path, "--owner-pid", str(owner_pid), *(["--preload", *preload] if preload else [])],
             stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
         )
-    atexit.register(_stop, server, directory)
+    server = JobServer(path, process)
+    atexit.register(server.stop)
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and server.poll() is None:
+    while time.monotonic() < deadline and process.poll() is None:
         if os.path.exists(path):
-            return path
+            return server
         time.sleep(0.05)
-    _stop(server, directory)
+    server.stop()
     return None
 
 
-def _stop(server: subprocess.Popen, directory: str) -> None:
-    if server.poll() is None:
-        server.terminate()
-        try:
-            server.wait(timeout=2 * POLL_SECONDS + 1)
-        except subprocess.TimeoutExpired:
-            server.kill()
-    shutil.rmtree(directory, ignore_errors=True)
-
-
-def start_for_workflow(enabled: bool, local: bool, isolated_environments: bool, log_path: str, report: Callable[[str], None]) -> str | None:
+def start_for_workflow(enabled: bool, local: bool, isolated_environments: bool, log_path: str, report: Callable[[str], None]) -> JobServer | None:
     """The workflow's onstart: a job server for this run when jobs run here, in this
     environment (`local` and not `isolated_environments`, i.e. no conda/apptainer), and
     `enabled`. Exports its socket to the jobs through $MSCL_JOB_SERVER."""
@@ -334,17 +346,17 @@ def start_for_workflow(enabled: bool, local: bool, isolated_environments: bool, 
     if python is None:
         report("job server: no `python` on PATH; jobs start their own interpreters")
         return None
-    path = start(python, log_path, os.getpid())
-    if path is None:
+    server = start(python, log_path, os.getpid())
+    if server is None:
         report(f"job server did not start (see {log_path}); jobs start their own interpreters")
         return None
-    os.environ[SOCKET_ENV] = path
+    os.environ[SOCKET_ENV] = server.socket
     report(f"job server: training jobs fork from one preloaded interpreter (log {log_path}; `--config job_server=false` turns it off)")
-    return path
+    return server
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     from mscl import cli
 
     args = cli.parse_args("job-server", argv)
-    return serve(args.socket, args.owner_pid)
+    return serve(args.socket, args.owner_pid, args.preload or PRELOAD)

@@ -5,6 +5,11 @@ a TSV with the header `s h:m:s max_rss max_vms max_uss max_pss io_in io_out mean
 (seconds, MB, ...) and one row per repeat. A job counts once: its repeats are averaged.
 Fields Snakemake could not measure ("-" or "NA") are NaN and left out of sums and maxima.
 
+A job run by a worker of the job server (mscl.jobserver) did its work outside the process
+Snakemake measured: its benchmark holds the right wall time but the thin job process's CPU
+time and memory. The worker ends the job's log, `{results}/logs/<same path>.log`, with its own
+CPU seconds and peak RSS, and those replace the benchmark's.
+
 Unlike `collect`, which reads a run's axes from the spec recorded in its metrics.json, this
 module reads them from the benchmark file's path (`parse_benchmark_path`, the one parser of
 run paths in the package): the file is Snakemake's own, holds measurements only, and has no
@@ -21,6 +26,7 @@ from typing import Sequence
 import pandas as pd
 
 from mscl.errors import InputError
+from mscl.jobserver import parse_usage
 
 BENCHMARK_PATH = re.compile(
     r"(?:^|/)(?P<rule>[^/]+)/(?P<dataset>[^/]+)/(?P<encoder>[^/]+)/(?P<loss>[^/]+)/bs(?P<batch_size>\d+)/seed(?P<seed>\d+)\.tsv$"
@@ -55,7 +61,22 @@ def read_benchmark(path: str | Path) -> dict[str, float]:
     if missing or frame.empty:
         raise InputError(path, f"not a Snakemake benchmark TSV (no {missing[0] if missing else 'rows'!r})", "re-run the job", field=missing[0] if missing else None)
     values = frame[list(REQUIRED_FIELDS)].apply(pd.to_numeric, errors="coerce").mean()
-    return {"wall_s": float(values["s"]), "cpu_s": float(values["cpu_time"]), "max_rss_mb": float(values["max_rss"])}
+    measured = {"wall_s": float(values["s"]), "cpu_s": float(values["cpu_time"]), "max_rss_mb": float(values["max_rss"])}
+    log = job_log(path)
+    worker = parse_usage(log.read_text(encoding="utf-8", errors="replace")) if log is not None and log.is_file() else None
+    if worker is not None:
+        measured.update(cpu_s=worker["cpu_s"], max_rss_mb=worker["max_rss_mib"])
+    return measured
+
+
+def job_log(benchmark: Path) -> Path | None:
+    """The log of the job that wrote `benchmark`: the same path under `logs/` instead of
+    `benchmarks/` (run_log and run_benchmark in workflow/rules/common.smk), .log for .tsv."""
+    parts = benchmark.parts
+    if "benchmarks" not in parts:
+        return None
+    at = len(parts) - 1 - parts[::-1].index("benchmarks")
+    return Path(*parts[:at], "logs", *parts[at + 1 :]).with_suffix(".log")
 
 
 def cost_frame(paths: Sequence[str | Path]) -> pd.DataFrame:

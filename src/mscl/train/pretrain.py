@@ -68,8 +68,13 @@ from mscl.train.spec import FOLDER_KINDS, RunSpec, load_spec
 # Seconds of training a killed job may lose. Checkpointing every epoch cost more than the
 # training itself for small models: a yeast MLP run (150 epochs of 0.2 s) wrote 730 MB of
 # checkpoints and spent 23 of its 37 s waiting on the disk. The cadence never changes results.
-# The environment variable MSCL_CHECKPOINT_INTERVAL_S overrides it (0: every epoch).
-CHECKPOINT_INTERVAL_S = float(os.environ.get("MSCL_CHECKPOINT_INTERVAL_S", "60"))
+# The environment variable MSCL_CHECKPOINT_INTERVAL_S overrides it (0: every epoch), read when
+# the job runs: a job-server worker imported this module before it had the job's environment.
+CHECKPOINT_INTERVAL_S = 60.0
+
+
+def checkpoint_interval_s() -> float:
+    return float(os.environ.get("MSCL_CHECKPOINT_INTERVAL_S", CHECKPOINT_INTERVAL_S))
 CHECKPOINT_FORMAT = 1
 LOG_COLUMNS = ("epoch", "steps", "loss", "lr", "samples_per_second", "seconds")
 PROGRESS_EVERY = 10  # steps between progress-bar loss updates (each one syncs the GPU)
@@ -471,7 +476,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             flush=True,
         )
         stopping = args.stop_after_epoch == epoch
-        if stopping or epoch == cfg.epochs or time.perf_counter() - last_checkpoint >= CHECKPOINT_INTERVAL_S:
+        if stopping or epoch == cfg.epochs or time.perf_counter() - last_checkpoint >= checkpoint_interval_s():
             save_checkpoint(checkpoint, checkpoint_state(state))
             last_checkpoint = time.perf_counter()
         if stopping:

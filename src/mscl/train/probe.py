@@ -20,7 +20,7 @@ PLM-ICD (`plm_icd` encoders) keeps its label-wise information: the probe is PLM-
 output layer, logit_l = <W3_l, V_l> + b_l, on the label-attention vectors V [N, L, d] of the
 frozen encoder (transformer and label attention W1/W2 fixed; only W3 and b train;
 `mscl.models.heads.LabelWiseLinear`). V is L times larger than h, so where it is kept is a
-memory rule: when V of all three splits takes at most LABEL_VECTOR_BUDGET_BYTES as float16
+memory rule: when V of all three splits takes at most LABEL_VECTOR_BUDGET_MB as float16
 (default 4 GiB; environment variable MSCL_LABEL_VECTOR_BUDGET_MB) it is extracted once and
 cached in `features_{split}.pt` as float16 like any feature; otherwise it is *streamed*: never
 stored, recomputed under no_grad by the frozen encoder for every probe batch (and every val
@@ -82,7 +82,13 @@ LOG_COLUMNS = ("epoch", "train_loss", "val_selected", "val_micro_f1", "val_macro
 # holds MIMIC-III top-50 at d = 768 (11,368 documents x 50 labels: 0.9 GB) and every embedded
 # demo setting, in host and GPU memory beside the model; the full label spaces (MIMIC-III Full:
 # ~0.7 TB) and MIMIC-IV's top-50 sets (over 100k documents) stream.
-LABEL_VECTOR_BUDGET_BYTES = int(float(os.environ.get("MSCL_LABEL_VECTOR_BUDGET_MB", "4096")) * 2**20)
+LABEL_VECTOR_BUDGET_MB = 4096.0
+
+
+def label_vector_budget_bytes() -> int:
+    """LABEL_VECTOR_BUDGET_MB or $MSCL_LABEL_VECTOR_BUDGET_MB, read when the job runs (a
+    job-server worker imported this module before it had the job's environment)."""
+    return int(float(os.environ.get("MSCL_LABEL_VECTOR_BUDGET_MB", LABEL_VECTOR_BUDGET_MB)) * 2**20)
 # Cached label vectors are scored this many samples at a time (bounds the float32 copy).
 EVAL_CHUNK = 256
 
@@ -406,7 +412,7 @@ def write_log(path: Path, rows: list[dict[str, Any]]) -> None:
 
 
 def stream_label_vectors(spec: RunSpec, splits: Mapping[str, Split], num_labels: int) -> bool:
-    """Whether PLM-ICD's V of all splits exceeds LABEL_VECTOR_BUDGET_BYTES (then it streams);
+    """Whether PLM-ICD's V of all splits exceeds the label-vector budget (then it streams);
     d comes from the model's config, so a run with cached features never loads the model."""
     from mscl.models.plm_icd import hidden_size
 
@@ -415,10 +421,11 @@ def stream_label_vectors(spec: RunSpec, splits: Mapping[str, Split], num_labels:
     except ValueError as error:
         raise InputError("--spec", str(error), "fix the encoder spec", field="encoder") from error
     needed = label_vector_bytes([len(split) for split in splits.values()], num_labels, dim)
-    streamed = needed > LABEL_VECTOR_BUDGET_BYTES
+    budget = label_vector_budget_bytes()
+    streamed = needed > budget
     print(
         f"probe: PLM-ICD output layer on the label vectors V ({num_labels} labels x {dim}): "
-        f"{needed / 2**20:.0f} MiB as float16, budget {LABEL_VECTOR_BUDGET_BYTES / 2**20:.0f} MiB "
+        f"{needed / 2**20:.0f} MiB as float16, budget {budget / 2**20:.0f} MiB "
         f"(MSCL_LABEL_VECTOR_BUDGET_MB): {'streamed from the encoder per batch' if streamed else 'cached'}",
         file=sys.stderr,
     )
