@@ -351,7 +351,7 @@ def start_for_workflow(enabled: bool, local: bool, isolated_environments: bool, 
         report(f"job server did not start (see {log_path}); jobs start their own interpreters")
         return None
     os.environ[SOCKET_ENV] = server.socket
-    report(f"job server: training jobs fork from one preloaded interpreter (log {log_path}; `--config job_server=false` turns it off)")
+    report(f"job server: training jobs fork from one preloaded interpreter (log {log_path}; `--config job_server=False` turns it off)")
     return server
 
 
