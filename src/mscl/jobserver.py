@@ -24,6 +24,10 @@ The workflow starts a server per run when jobs run on this machine without conda
 (`job_server` in the config, on by default; `start_for_workflow`). On a cluster every job runs
 in its own process.
 
+The server starts with Snakemake's environment and the worker takes the job's, but what a
+library read while it was being imported stays the server's. OMP_NUM_THREADS (read when torch
+loads) is therefore applied explicitly, and mscl reads its own variables when a job runs.
+
 What a worker's job process cannot show: Snakemake's `benchmark:` file measures the job
 process (the thin client) for CPU time and memory. The worker therefore ends its log with its
 own CPU seconds and peak RSS (`USAGE_LINE`), and `mscl.report.cost` reads them from there.
