@@ -317,17 +317,23 @@ def _cache_prefix(parser: argparse.ArgumentParser) -> None:
 EXIT_STOPPED = 3  # pretrain --stop-after-epoch: the exit code of a deliberately interrupted run
 
 
-@command("pretrain", doc_of="mscl.train.pretrain")
-def _pretrain(parser: argparse.ArgumentParser) -> None:
+def add_run_arguments(parser: argparse.ArgumentParser, out_help: str, prefix_cache_use: str = "") -> None:
+    """The options of a run's training jobs (pretrain, probe): its data, spec, output folder and
+    the encoder's frozen-prefix cache."""
     parser.add_argument("--data", required=True, type=Path, help="prepared manifest folder")
     parser.add_argument("--spec", required=True, help="run spec: inline JSON starting with '{' or a JSON/YAML file")
-    parser.add_argument("--out", required=True, type=Path, help="output folder (a rerun resumes from its checkpoint)")
+    parser.add_argument("--out", required=True, type=Path, help=out_help)
     parser.add_argument(
         "--prefix-cache",
         type=Path,
         default=None,
-        help="frozen-prefix cache of a trainable_layers hf or plm_icd encoder (python -m mscl cache-prefix): train the top layers on it",
+        help=f"frozen-prefix cache of a trainable_layers hf or plm_icd encoder (python -m mscl cache-prefix){prefix_cache_use}",
     )
+
+
+@command("pretrain", doc_of="mscl.train.pretrain")
+def _pretrain(parser: argparse.ArgumentParser) -> None:
+    add_run_arguments(parser, "output folder (a rerun resumes from its checkpoint)", ": train the top layers on it")
     parser.add_argument(
         "--stop-after-epoch",
         type=int,
@@ -339,16 +345,8 @@ def _pretrain(parser: argparse.ArgumentParser) -> None:
 
 @command("probe", doc_of="mscl.train.probe")
 def _probe(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--data", required=True, type=Path, help="prepared manifest folder")
+    add_run_arguments(parser, "output folder")
     parser.add_argument("--pretrained", required=True, type=Path, help="pretrain output folder (holds encoder.pt)")
-    parser.add_argument("--spec", required=True, help="run spec: inline JSON starting with '{' or a JSON/YAML file")
-    parser.add_argument("--out", required=True, type=Path, help="output folder")
-    parser.add_argument(
-        "--prefix-cache",
-        type=Path,
-        default=None,
-        help="frozen-prefix cache of a trainable_layers hf or plm_icd encoder (python -m mscl cache-prefix)",
-    )
 
 
 # ------------------------------------------------------------------------------ report
