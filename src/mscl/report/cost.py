@@ -72,11 +72,21 @@ def read_benchmark(path: str | Path) -> dict[str, float]:
 def job_log(benchmark: Path) -> Path | None:
     """The log of the job that wrote `benchmark`: the same path under `logs/` instead of
     `benchmarks/` (run_log and run_benchmark in workflow/rules/common.smk), .log for .tsv."""
-    parts = benchmark.parts
-    if "benchmarks" not in parts:
+    return _sibling(benchmark, "benchmarks", "logs", ".log")
+
+
+def job_benchmark(log: Path) -> Path | None:
+    """The benchmark file of the job that wrote `log` (the inverse of `job_log`)."""
+    return _sibling(log, "logs", "benchmarks", ".tsv")
+
+
+def _sibling(path: Path, folder: str, other: str, suffix: str) -> Path | None:
+    """`path` with its last `folder` component replaced by `other` and its suffix by `suffix`."""
+    parts = path.parts
+    if folder not in parts:
         return None
-    at = len(parts) - 1 - parts[::-1].index("benchmarks")
-    return Path(*parts[:at], "logs", *parts[at + 1 :]).with_suffix(".log")
+    at = len(parts) - 1 - parts[::-1].index(folder)
+    return Path(*parts[:at], other, *parts[at + 1 :]).with_suffix(suffix)
 
 
 def cost_frame(paths: Sequence[str | Path]) -> pd.DataFrame:
