@@ -11,6 +11,16 @@ FIXTURES = REPO_ROOT / "tests" / "fixtures"
 TINY_ENCODERS = REPO_ROOT / "tests" / "configs" / "tiny_encoders.yaml"
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """MSCL_TEST_ONEDNN=0 runs the suite with torch's oneDNN (mkldnn) kernels off, as on a CPU
+    or build without them: trained numbers move with the kernels and the thread count
+    (OMP_NUM_THREADS), so the tests that assert on them are checked under both (docs/testing.md)."""
+    if os.environ.get("MSCL_TEST_ONEDNN", "1") == "0":
+        import torch
+
+        torch.backends.mkldnn.enabled = False
+
+
 def config_with_tiny_encoders() -> dict:
     """config.yaml (the embedded default) with the tiny test encoders added to `encoders`, as
     `--configfile config.yaml tests/configs/tiny_encoders.yaml` would merge them."""
