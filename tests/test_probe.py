@@ -228,3 +228,38 @@ def test_standardised_probe_does_not_depend_on_the_feature_scale() -> None:
     vectors = torch.randn(30, 4, 5, generator=generator)
     mean, std = feature_statistics(CachedInputs(vectors, torch.device("cpu")))
     assert torch.allclose(mean, vectors.reshape(-1, 5).double().mean(0), atol=1e-6)
+
+
+def test_the_probe_starts_at_the_label_prior() -> None:
+    """Zero weights and bias = logit(train prevalence), clamped for labels a split never (or
+    always) shows, for the linear probe and PLM-ICD's label-wise layer alike."""
+    from mscl.models.heads import LabelWiseLinear
+    from mscl.train.probe import PRIOR_CLAMP, start_at_label_prior
+
+    targets = torch.tensor([[1, 0, 1, 0], [0, 0, 1, 0], [0, 0, 1, 1], [0, 0, 1, 0]], dtype=torch.float32)
+    for layer in (torch.nn.Linear(6, 4), LabelWiseLinear(4, 6)):
+        start_at_label_prior(layer, targets)
+        assert torch.count_nonzero(layer.weight) == 0
+        expected = torch.tensor([0.25, PRIOR_CLAMP, 1 - PRIOR_CLAMP, 0.25])
+        assert torch.allclose(torch.sigmoid(layer.bias), expected, rtol=1e-4)
+
+
+def test_a_short_probe_on_standardised_features_stays_calibrated_to_rare_labels() -> None:
+    """The yeast failure (docs/training.md): on zero-mean features only the bias carries a label's
+    base rate, and a few hundred Adam steps at 1e-3 cannot move a random bias to log-odds of -3.
+    From the label prior the mean predicted probability of a 5% label is its prevalence, and
+    thresholding at 0.5 predicts it rarely; a random start predicted it for about half of val."""
+    generator = torch.Generator().manual_seed(0)
+    features = {name: torch.randn(n, 32, generator=generator) for name, n in (("train", 1200), ("val", 300))}
+    # Label 0: 5% prevalence, weakly tied to feature 0; label 1: 50%, tied to feature 1.
+    targets = {
+        name: torch.stack([(x[:, 0] + 0.3 * torch.randn(len(x), generator=generator) > 1.645).float(), (x[:, 1] > 0).float()], dim=1)
+        for name, x in features.items()
+    }
+    cfg = ProbeSpec(epochs=3, lr=1e-3, batch_size=256)  # 15 steps: far too few to move a bias by 3
+    layer, _, _, _ = train_probe(features, targets, cfg, seed=0, device=torch.device("cpu"), macro_f1=MACRO_F1_CAML)
+    from mscl.train.probe import probabilities
+
+    scores = probabilities(layer.eval(), features["val"])
+    assert abs(scores[:, 0].mean() - targets["train"][:, 0].mean().item()) < 0.03
+    assert (scores[:, 0] > 0.5).mean() < 0.1
