@@ -329,7 +329,8 @@ def test_pretrain_and_probe_train_the_top_layer_on_the_cache(cache_file: Path, t
     features from the cache equal those the same weights give from the texts (fp16 cache)."""
     import json
 
-    from mscl.train.probe import extract_features, load_frozen_encoder
+    from mscl.train.features import extract_features
+    from mscl.train.probe import load_frozen_encoder
     from mscl.train.runtime import load_checkpoint
     from mscl.train.spec import RunSpec
 

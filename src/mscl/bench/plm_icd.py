@@ -143,7 +143,8 @@ def probe_rows(data: Path, workdir: Path) -> list[tuple[str, str]]:
     from mscl.models import build_encoder
     from mscl.train.data import load_split
     from mscl.train.prefix import cache_prefix, load_prefix_cache
-    from mscl.train.probe import StreamedLabelVectors, extract_features, train_probe
+    from mscl.train.features import extract_features
+    from mscl.train.probe import StreamedLabelVectors, train_probe
     from mscl.train.runtime import save_checkpoint
     from mscl.train.spec import ProbeSpec, RunSpec
 

@@ -49,6 +49,8 @@ from mscl.interrupt import exit_on_sigterm
 from mscl.io import write_json, write_text
 from mscl.losses import PROTOTYPE_LOSSES, SupervisedBCE, make_loss
 from mscl.train.augment import color_views
+from mscl.train.features import VIEW_KEYS, extract_features, text_inputs
+from mscl.train.monitor import ridge_readout_map
 from mscl.train.data import TOKEN_DROP_RATE, Split, drop_tokens, load_split, make_loader, pretrain_dataset, standardize
 from mscl.train.runtime import (
     autocast,
@@ -76,10 +78,9 @@ CHECKPOINT_INTERVAL_S = 60.0
 def checkpoint_interval_s() -> float:
     return float(os.environ.get("MSCL_CHECKPOINT_INTERVAL_S", CHECKPOINT_INTERVAL_S))
 CHECKPOINT_FORMAT = 1
-LOG_COLUMNS = ("epoch", "steps", "loss", "lr", "samples_per_second", "seconds")
+# val_map_readout: the convergence monitor's val mAP (mscl.train.monitor), empty in epochs it skips.
+LOG_COLUMNS = ("epoch", "steps", "loss", "lr", "samples_per_second", "seconds", "val_map_readout")
 PROGRESS_EVERY = 10  # steps between progress-bar loss updates (each one syncs the GPU)
-# Modalities whose two views arrive as one tensor [B, 2, ...] in the batch, under this key.
-VIEW_KEYS = {"image": "images", "tabular": "features"}
 
 
 # ------------------------------------------------------------------------ pure helpers
@@ -281,14 +282,6 @@ def contrastive_features(
     return torch.stack([head(encoder(view)) for view in passes], dim=1)
 
 
-def text_inputs(encoder: nn.Module, batch: dict[str, Any]) -> dict[str, Tensor]:
-    """What a text encoder reads: cached prefix states when the batch carries them
-    (`mscl.train.prefix`), else the batch's texts tokenised."""
-    if "hidden" in batch:
-        return {"hidden": batch["hidden"], "attention_mask": batch["attention_mask"]}
-    return encoder.tokenize(batch["text"])
-
-
 def training_loader(
     spec: RunSpec, train: Split, prefix_cache: Path | None, generator: torch.Generator, device: torch.device
 ) -> torch.utils.data.DataLoader:
@@ -428,6 +421,38 @@ def train_epoch(state: TrainingState, loader: torch.utils.data.DataLoader) -> di
     }
 
 
+class ReadoutMonitor:
+    """The convergence monitor (`pretrain.monitor_every`): val mAP of a ridge readout on the
+    encoder's eval-mode train and val features (`mscl.train.monitor`).
+
+    It runs under a forked RNG, and its loaders draw nothing from the training generator, so
+    the trained weights do not depend on whether or how often it runs."""
+
+    def __init__(self, spec: RunSpec, data_dir: Path, vocabulary: list[str], prefix_cache: Path | None, device: torch.device, precision: str):
+        self.spec, self.device, self.precision = spec, device, precision
+        self.splits = load_run_splits(spec, data_dir, vocabulary, ["train", "val"])
+        self.cached = None
+        if prefix_cache is not None:
+            from mscl.train.prefix import load_prefix_cache
+
+            self.cached = load_prefix_cache(prefix_cache, spec.encoder, self.splits)
+
+    def due(self, epoch: int) -> bool:
+        every = self.spec.pretrain.monitor_every
+        return every > 0 and (epoch % every == 0 or epoch == self.spec.pretrain.epochs)
+
+    def value(self, encoder: nn.Module) -> float:
+        devices = [self.device] if self.device.type == "cuda" else []
+        with torch.random.fork_rng(devices=devices):
+            encoder.eval()
+            features = {
+                name: extract_features(encoder, split, self.spec, self.device, self.precision, f"readout {name}", self.cached and self.cached[name])
+                for name, split in self.splits.items()
+            }
+            encoder.train()
+        return ridge_readout_map(features["train"], self.splits["train"].targets, features["val"], self.splits["val"].targets)
+
+
 def save_initial_encoder(spec: RunSpec, num_labels: int, out: Path, device: torch.device, precision: str) -> int:
     """The `none` baseline: the encoder as the seed initialises it, saved untrained."""
     encoder = encoder_from_spec(spec, num_labels)
@@ -464,14 +489,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     write_json(out / "resolved_spec.json", spec.to_dict())
     write_json(out / "versions.json", software_versions(device, precision))
 
+    monitor = ReadoutMonitor(spec, args.data, vocabulary, args.prefix_cache, device, precision) if cfg.monitor_every else None
     started = last_checkpoint = time.perf_counter()
     while state.epoch < cfg.epochs:
         row = train_epoch(state, loader)
         epoch = state.epoch
+        row["val_map_readout"] = f"{monitor.value(state.encoder):.6f}" if monitor and monitor.due(epoch) else ""
         append_log_row(out / "train_log.csv", row)
         print(
             f"pretrain epoch {epoch}/{cfg.epochs}: loss {row['loss']}, lr {row['lr']}, "
-            f"{row['samples_per_second']} samples/s, epoch {row['seconds']} s, elapsed {time.perf_counter() - started:.1f} s",
+            f"{row['samples_per_second']} samples/s, epoch {row['seconds']} s, elapsed {time.perf_counter() - started:.1f} s"
+            + (f", val mAP (ridge readout) {row['val_map_readout']}" if row["val_map_readout"] else ""),
             file=sys.stderr,
             flush=True,
         )

@@ -53,7 +53,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import torch
 from torch import Tensor, nn
-from tqdm import tqdm
 
 from mscl import cli
 from mscl.data.manifest import SPLITS, read_labels
@@ -61,9 +60,9 @@ from mscl.errors import InputError
 from mscl.interrupt import exit_on_sigterm
 from mscl.io import atomic_path, write_json, write_text
 from mscl.metrics import evaluate, macro_f1_definition
-from mscl.train.augment import eval_views
-from mscl.train.data import Split, eval_dataset, make_loader
-from mscl.train.pretrain import VIEW_KEYS, encoder_from_spec, load_run_splits, text_inputs
+from mscl.train.data import Split
+from mscl.train.features import extract_features
+from mscl.train.pretrain import encoder_from_spec, load_run_splits
 from mscl.train.runtime import (
     autocast,
     load_checkpoint,
@@ -117,38 +116,6 @@ def load_frozen_encoder(spec: RunSpec, num_labels: int, weights: Path, device: t
     load_trainable_state(encoder, load_checkpoint(weights), weights)
     encoder.requires_grad_(False)
     return encoder.to(device).eval()
-
-
-@torch.no_grad()
-def extract_features(
-    encoder: nn.Module, split: Split, spec: RunSpec, device: torch.device, precision: str, name: str,
-    cached: dict[str, Tensor] | None = None, label_wise: bool = False,
-) -> Tensor:  # fmt: skip
-    """[N, output_dim] float32 CPU features of a split, in manifest order (from the split's
-    cached prefix states when `cached` is given); with `label_wise` (PLM-ICD) the label
-    vectors V [N, L, d] as float16 instead."""
-    # The pretraining batch fits on the device with gradients for two views, so it fits here.
-    options = dict(shuffle=False, drop_last=False, generator=None, num_workers=spec.pretrain.num_workers, device=device)
-    if cached is not None:
-        from mscl.train.prefix import PrefixDataset, collate_prefix
-
-        loader = make_loader(PrefixDataset(split, cached), spec.batch_size, collate_fn=collate_prefix, **options)
-    else:
-        loader = make_loader(eval_dataset(split, spec.modality, spec.pretrain.image_size), spec.batch_size, **options)
-    represent = encoder.label_vectors if label_wise else encoder
-    chunks = []
-    for batch in tqdm(loader, desc=f"features {name}", disable=None, file=sys.stderr):
-        if spec.modality in VIEW_KEYS:
-            key = VIEW_KEYS[spec.modality]
-            inputs = {key: batch[key].to(device, non_blocking=True)}
-            if spec.modality == "image":
-                inputs[key] = eval_views(inputs[key])  # uint8 centre crops -> normalised floats
-        else:
-            inputs = {key: value.to(device, non_blocking=True) for key, value in text_inputs(encoder, batch).items()}
-        with autocast(device, precision):
-            output = represent(inputs)
-        chunks.append(output.half().cpu() if label_wise else output.float().cpu())
-    return torch.cat(chunks)
 
 
 def cache_fingerprint(spec: RunSpec, split: Split) -> dict[str, Any]:

@@ -162,6 +162,11 @@ class PretrainSpec:
     precision: str = _option("auto", auto_or(one_of(PRECISIONS)))
     # null: no clipping (the paper mentions none); a number clips the global grad norm.
     grad_clip: Any = _option(None, null_or(number_in(0.0, math.inf, low_open=True)))
+    # 0: off. k > 0: every k epochs and after the last one, the convergence monitor fits a ridge
+    # readout of the labels on the encoder's eval-mode train features and logs its val mAP in
+    # train_log.csv (`val_map_readout`; mscl.train.monitor). Costs one feature pass over train
+    # and val per check; the trained weights do not depend on it.
+    monitor_every: int = _option(0, int_at_least(0))
 
 
 @dataclass(frozen=True)
