@@ -1,284 +1,169 @@
-"""The claim check's statistics and artifacts (`python -m mscl claim-report`), on small synthetic runs."""
+"""The claim check's statistics (`mscl.report.claim`) against their reference definitions, its
+families and verdicts, the data export (`mscl.report.claim_data`), and the generated blocks."""
 
 from __future__ import annotations
 
-import itertools
+import json
 import math
+from pathlib import Path
 
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import pytest
-from PIL import Image
 from scipy import stats
 
-from mscl.__main__ import main as mscl_main
 from mscl.errors import InputError
 from mscl.report import claim
-from mscl.report.collect import load_runs, write_runs
-from mscl.report.style import METHOD_COLOURS, METHOD_DISPLAY_NAMES
-
-from conftest import tidy_runs
-
-EXPECTED_TEST_COLUMNS = [
-    "dataset", "encoder_role", "batch_size", "metric", "reference", "method", "n_pairs", "seeds",
-    "mean_diff", "std_diff", "ci95_low", "ci95_high", "t_stat", "p_ttest", "p_perm", "perm_method",
-    "perm_draws", "p_holm", "holm_family_size", "alpha", "verdict",
-]
-
-
-def rows_of(values: dict[str, dict[int, float]], dataset: str = "yeast", metric: str = "micro_f1", role: str = "roberta") -> list[tuple]:
-    """Tidy tuples from {loss: {seed: value}}."""
-    return [(dataset, role, loss, metric, value, seed) for loss, by_seed in values.items() for seed, value in by_seed.items()]
+from mscl.report.claim import (
+    BETTER,
+    INCONCLUSIVE,
+    WORSE,
+    comparison_tests,
+    equivalent,
+    holm,
+    minimum_detectable_difference,
+    paired_statistics,
+    update_docs,
+    verdict,
+)
 
 
-def write_csv(tmp_path, rows, name="all_runs.csv"):
-    path = tmp_path / name
-    write_runs(tidy_runs(rows), path)
-    return path
-
-
-def claim_tests_of(tmp_path, rows, metrics=("micro_f1",), **options) -> pd.DataFrame:
-    path = write_csv(tmp_path, rows)
-    runs = claim.claim_runs(load_runs(path), metrics=metrics, source=path)
-    return claim.tests_frame(runs, metrics=metrics, **options)
-
-
-# ------------------------------------------------------------------------- statistics
-
-
-def test_ci_and_t_test_match_a_hand_computation(tmp_path):
-    ours = [0.61, 0.63, 0.60, 0.65, 0.62]
-    theirs = [0.60, 0.60, 0.61, 0.62, 0.60]
-    rows = rows_of({"simdissim": dict(enumerate(ours)), "all": dict(enumerate(theirs))})
-    row = claim_tests_of(tmp_path, rows).iloc[0]
-
-    d = np.array(ours) - np.array(theirs)
-    n = len(d)
-    mean, sd = d.sum() / n, math.sqrt(((d - d.sum() / n) ** 2).sum() / (n - 1))
-    t = mean / (sd / math.sqrt(n))
-    p = 2 * (1 - stats.t.cdf(abs(t), df=n - 1))
-    half = stats.t.ppf(0.975, df=n - 1) * sd / math.sqrt(n)
-    assert row["n_pairs"] == 5 and row["method"] == "all" and row["reference"] == "simdissim"
-    assert row["mean_diff"] == pytest.approx(mean) and row["std_diff"] == pytest.approx(sd)
-    assert row["t_stat"] == pytest.approx(t)
-    assert row["p_ttest"] == pytest.approx(p) and row["p_ttest"] == pytest.approx(stats.ttest_rel(ours, theirs).pvalue)
-    assert (row["ci95_low"], row["ci95_high"]) == (pytest.approx(mean - half), pytest.approx(mean + half))
-    # One comparison: the Holm family has one member and leaves p unchanged.
-    assert row["holm_family_size"] == 1 and row["p_holm"] == pytest.approx(row["p_ttest"])
-
-
-def test_exact_sign_flip_p_by_hand_and_by_enumeration():
-    # [1, 2, 3]: of the 8 sign patterns only +++ and --- reach |sum| = 6.
-    assert claim.sign_flip_p([1, 2, 3]) == (0.25, "exact", 8)
-    assert claim.sign_flip_p([1, -1])[0] == 1.0
-    assert claim.sign_flip_p([0, 0, 0])[0] == 1.0
-    d = np.random.default_rng(3).normal(0.01, 0.02, size=7)
-    naive = [abs(sum(s * x for s, x in zip(signs, d))) >= abs(d.sum()) - 1e-15 for signs in itertools.product((1, -1), repeat=len(d))]
-    p, method, patterns = claim.sign_flip_p(d)
-    assert method == "exact" and patterns == 128 and p == pytest.approx(sum(naive) / 128)
-
-
-def test_monte_carlo_sign_flips_above_16_pairs_are_seeded():
-    p, method, draws = claim.sign_flip_p(np.ones(20))
-    assert method == "monte-carlo" and draws == 20_000
-    assert p <= 3 / 20_001 and claim.sign_flip_p(np.ones(20)) == (p, method, draws)
-    # Differences summing to zero: every pattern is at least as extreme.
-    assert claim.sign_flip_p(np.tile([1.0, -1.0], 10))[0] == 1.0
-    assert claim.sign_flip_p(np.ones(16))[1] == "exact"
-
-
-def test_holm_matches_a_naive_loop_over_each_metric_family(tmp_path):
-    rng = np.random.default_rng(7)
-    rows = []
-    for dataset in ("yeast", "debtags", "fashion_mnist"):
-        for metric, shift in (("micro_f1", 0.004), ("macro_f1", 0.0)):
-            base = rng.normal(0.6, 0.02, size=4)
-            for loss, offset in (("simdissim", shift), ("all", 0.0), ("any", -0.002), ("mulsupcon", 0.001)):
-                rows += [(dataset, "roberta", loss, metric, b + offset + rng.normal(0, 0.003), seed) for seed, b in enumerate(base)]
-    tests = claim_tests_of(tmp_path, rows, metrics=("micro_f1", "macro_f1"))
-    assert len(tests) == 3 * 2 * 3
-    for metric in ("micro_f1", "macro_f1"):
-        family = tests[tests["metric"] == metric]
-        p = family["p_ttest"].tolist()
-        m = len(p)
-        order = sorted(range(m), key=lambda i: p[i])
-        expected = [0.0] * m
-        for rank, i in enumerate(order):
-            # Holm: adjusted p_(k) = max over j <= k of min(1, (m - j) p_(j)), ranks from 0.
-            expected[i] = max(min(1.0, (m - j) * p[order[j]]) for j in range(rank + 1))
-        assert family["holm_family_size"].tolist() == [9] * 9
-        assert family["p_holm"].tolist() == pytest.approx(expected)
-    assert (tests["p_holm"] >= tests["p_ttest"]).all()
-
-
-def test_pairing_uses_only_seeds_both_methods_have(tmp_path):
-    ours = {seed: 0.60 + 0.01 * seed for seed in range(5)}  # seeds 0-4
-    theirs = {seed: 0.58 + 0.002 * seed for seed in range(2, 7)}  # seeds 2-6
-    theirs[3] = math.nan  # a NaN value drops that seed too
-    row = claim_tests_of(tmp_path, rows_of({"simdissim": ours, "all": theirs})).iloc[0]
-    assert row["n_pairs"] == 2 and row["seeds"] == "2;4"
-    assert row["mean_diff"] == pytest.approx(np.mean([ours[2] - theirs[2], ours[4] - theirs[4]]))
-
-
-def test_verdicts_better_worse_none_and_too_few(tmp_path):
+def test_paired_statistics_equal_scipys_paired_t_test_interval_and_two_one_sided_tests() -> None:
     rng = np.random.default_rng(0)
-    base = rng.normal(0.6, 0.02, size=8)
-    noise = rng.normal(0, 0.002, size=8)
+    ours, theirs = rng.normal(0.5, 0.02, 10), rng.normal(0.49, 0.02, 10)
+    d = ours - theirs
+    out = paired_statistics(d, margin=0.01)
+    assert out["n"] == 10 and out["mean_diff"] == pytest.approx(d.mean()) and out["sd_diff"] == pytest.approx(d.std(ddof=1))
+    assert out["p"] == pytest.approx(stats.ttest_rel(ours, theirs).pvalue)
+    low, high = stats.t.interval(0.95, 9, loc=d.mean(), scale=stats.sem(d))
+    assert (out["ci_low"], out["ci_high"]) == (pytest.approx(low), pytest.approx(high))
+    # TOST: the larger of the two one-sided p values against -margin and +margin.
+    lower = stats.ttest_1samp(d, -0.01, alternative="greater").pvalue
+    upper = stats.ttest_1samp(d, 0.01, alternative="less").pvalue
+    assert out["p_tost"] == pytest.approx(max(lower, upper))
+
+
+def test_paired_statistics_edge_cases() -> None:
+    assert math.isnan(paired_statistics([], 0.01)["mean_diff"])
+    one = paired_statistics([0.02], 0.01)
+    assert one["mean_diff"] == 0.02 and math.isnan(one["p"])
+    same = paired_statistics([0.0, 0.0, 0.0], 0.01)  # Eq. 12 vs ANY: identical runs
+    assert same["p"] == 1.0 and same["p_tost"] == 0.0 and same["ci_low"] == same["ci_high"] == 0.0
+    shifted = paired_statistics([0.02, 0.02], 0.01)
+    assert shifted["p"] == 0.0 and shifted["p_tost"] == 1.0
+
+
+def test_holm_matches_the_step_down_definition_and_ignores_nan() -> None:
+    p = [0.01, 0.04, 0.03, math.nan, 0.5]
+    got = holm(p)
+    # sorted 0.01, 0.03, 0.04, 0.5 with m = 4: 0.04, 0.09, max(0.09, 0.08) = 0.09, 0.5
+    assert got[0] == pytest.approx(0.04) and got[2] == pytest.approx(0.09) and got[1] == pytest.approx(0.09)
+    assert math.isnan(got[3]) and got[4] == pytest.approx(0.5)
+
+
+def test_minimum_detectable_difference_has_80_percent_power() -> None:
+    from statsmodels.stats.power import TTestPower
+
+    mde = minimum_detectable_difference(10, 0.004, alpha=0.05 / 9)
+    assert TTestPower().power(effect_size=mde / 0.004, nobs=10, alpha=0.05 / 9) == pytest.approx(0.8, abs=1e-6)
+    assert minimum_detectable_difference(20, 0.004, alpha=0.05 / 9) < mde  # more seeds detect less
+    assert math.isnan(minimum_detectable_difference(1, 0.004, 0.05))
+
+
+def test_verdicts_are_better_worse_equivalent_or_inconclusive_never_tie() -> None:
+    assert verdict(0.02, 0.01, 0.9, 0.05, 0.01) == BETTER
+    assert verdict(-0.02, 0.01, 0.9, 0.05, 0.01) == WORSE
+    assert verdict(0.001, 0.6, 0.01, 0.05, 0.01) == equivalent(0.01) == "equivalent within ±1 point"
+    assert verdict(0.001, 0.6, 0.2, 0.05, 0.01) == INCONCLUSIVE
+
+
+def synthetic_runs(effects: dict[str, float], datasets=("yeast", "fashion_mnist", "debtags"), seeds=range(10)) -> pd.DataFrame:
+    """runs.csv rows: each method's test/val metrics = base + its effect + seed noise (shared by
+    every method of a seed, so pairs cancel it) + a small own noise."""
+    rng = np.random.default_rng(1)
     rows = []
-    rows += rows_of({"simdissim": dict(enumerate(base + 0.05 + noise)), "all": dict(enumerate(base))}, dataset="better_set")
-    rows += rows_of({"simdissim": dict(enumerate(base - 0.05 + noise)), "all": dict(enumerate(base))}, dataset="worse_set")
-    rows += rows_of({"simdissim": dict(enumerate(base)), "all": dict(enumerate(base))}, dataset="same_set")  # identical values
-    rows += rows_of({"simdissim": {0: 0.7, 1: 0.71}, "all": {1: 0.6, 2: 0.6}}, dataset="tiny_set")  # one common seed
-    tests = claim_tests_of(tmp_path, rows).set_index("dataset")
-    assert tests.loc["better_set", "verdict"] == "better"
-    assert tests.loc["worse_set", "verdict"] == "worse"
-    same = tests.loc["same_set"]
-    assert same["verdict"] == "no detectable difference"
-    assert (same["mean_diff"], same["p_ttest"], same["p_perm"], same["p_holm"]) == (0.0, 1.0, 1.0, 1.0)
-    tiny = tests.loc["tiny_set"]
-    assert tiny["verdict"] == "too few seeds" and tiny["n_pairs"] == 1
-    assert all(math.isnan(tiny[c]) for c in ("p_ttest", "p_perm", "p_holm", "ci95_low", "std_diff"))
-    assert tests["holm_family_size"].eq(3).all()  # the too-few comparison is not in the family
-    # The threshold is strict, and the sign of the mean picks the direction.
-    assert claim.verdict(8, 0.01, 0.05, 0.05) == "no detectable difference"
-    assert claim.verdict(8, -0.01, 0.049, 0.05) == "worse"
+    for dataset in datasets:
+        for seed in seeds:
+            shared = rng.normal(0, 0.02)
+            for method, effect in effects.items():
+                values = {m: 0.5 + effect + shared + rng.normal(0, 0.002) for m in claim.METRICS}
+                for split in ("val", "test"):
+                    rows.append({"dataset": dataset, "method": method, "seed": seed, "split": split, **values, "commit": "abc"})
+    return pd.DataFrame(rows)
 
 
-def test_constant_nonzero_differences_give_a_zero_width_ci():
-    result = claim.paired_statistics([0.01, 0.01, 0.01])
-    assert result["ci95_low"] == result["ci95_high"] == pytest.approx(0.01)
-    assert result["t_stat"] == math.inf and result["p_ttest"] == 0.0
+def test_primary_family_is_nine_comparisons_per_metric_with_the_protocols_verdicts() -> None:
+    runs = synthetic_runs({"simdissim": 0.0, "all": -0.03, "any": 0.03, "mulsupcon": 0.0, "sim": 0.0, "dissim": 0.0, "none": -0.1, "bce": 0.05, "logreg": -0.05})
+    tests = comparison_tests(runs, "simdissim", 0.05, 0.01)
+    primary = tests[(tests["family"] == "primary") & (tests["metric"] == "map")]
+    assert len(primary) == 9 and (primary["holm_family_size"] == 9).all()
+    by_rival = primary.groupby("comparison")["verdict"].agg(set)
+    assert by_rival["all"] == {BETTER} and by_rival["any"] == {WORSE} and by_rival["mulsupcon"] == {equivalent(0.01)}
+    assert (tests.loc[tests["family"] == "reference", "holm_family_size"] == 9).all()
+    assert (tests.loc[tests["family"] == "ablation", "holm_family_size"] == 6).all()
+    # Holm p reproducible from the paired differences with statsmodels over the stated family.
+    from statsmodels.stats.multitest import multipletests
+
+    raw = [stats.ttest_rel(*(runs[(runs.dataset == r.dataset) & (runs.method == m) & (runs.split == "test")].sort_values("seed")["map"] for m in ("simdissim", r.comparison))).pvalue for r in primary.itertuples()]
+    assert np.allclose(primary["p_holm"], multipletests(raw, method="holm")[1])
 
 
-# ---------------------------------------------------------------------------- outputs
+def test_update_docs_rewrites_blocks_and_check_reports_differences(tmp_path: Path) -> None:
+    doc = tmp_path / "doc.md"
+    doc.write_text("intro\n<!-- claim-report:outcome -->\nold\n<!-- /claim-report:outcome -->\nend\n")
+    assert update_docs([doc], {"outcome": "new\n"}, check=True) == [f"{doc}:outcome"]
+    assert "old" in doc.read_text()  # --check writes nothing
+    assert update_docs([doc], {"outcome": "new\n"}, check=False) == [f"{doc}:outcome"]
+    assert doc.read_text() == "intro\n<!-- claim-report:outcome -->\nnew\n<!-- /claim-report:outcome -->\nend\n"
+    assert update_docs([doc], {"outcome": "new\n"}, check=True) == []
+    doc.write_text("<!-- claim-report:nonsense -->\nx\n<!-- /claim-report:nonsense -->\n")
+    with pytest.raises(InputError, match="unknown generated block"):
+        update_docs([doc], {"outcome": "new\n"}, check=True)
 
 
-def test_summary_mean_std_order_and_baseline_names(tmp_path):
-    values = {"bce": {0: 0.70, 1: 0.72, 2: 0.71}, "simdissim": {0: 0.60, 1: 0.61, 2: 0.62}, "none": {0: 0.5, 1: 0.5, 2: 0.5}, "all": {0: 0.59, 1: 0.60}}
-    path = write_csv(tmp_path, rows_of(values))
-    runs = claim.claim_runs(load_runs(path), metrics=["micro_f1"], source=path)
-    summary = claim.summary_frame(runs, ["micro_f1"])
-    assert summary["method"].tolist() == ["all", "simdissim", "none", "bce"]
-    ref = summary.set_index("method").loc["simdissim"]
-    assert ref["n_seeds"] == 3 and ref["micro_f1_mean"] == pytest.approx(np.mean([0.60, 0.61, 0.62]))
-    assert ref["micro_f1_std"] == pytest.approx(np.std([0.60, 0.61, 0.62], ddof=1))
-    md = claim.render_summary(summary, ["micro_f1"], claim.settings_of(runs))[".md"]
-    assert "| Yeast | Sim-Dissim | 3 | 61.0 ± 1.0 |" in md
-    assert "| Yeast | ALL | 2 | 59.5 ± 0.7 |" in md
-    assert "No pretraining" in md and "Supervised BCE" in md
-    assert METHOD_DISPLAY_NAMES["none"] == "No pretraining" and METHOD_DISPLAY_NAMES["bce"] == "Supervised BCE"
-    assert {"none", "bce"} <= set(METHOD_COLOURS)
+# ------------------------------------------------------------------------------- export
 
 
-def claim_rows() -> list[tuple]:
-    """Two datasets (one with a display name), five methods, three metrics, six seeds."""
-    rng = np.random.default_rng(11)
-    rows = []
-    for dataset, gain in (("coco", 0.03), ("yeast", 0.0)):
-        base = rng.normal(0.6, 0.02, size=6)
-        for loss, offset in (("all", 0.0), ("any", -0.01), ("mulsupcon", 0.005), ("simdissim", gain), ("none", -0.1), ("bce", 0.01)):
-            for metric in ("micro_f1", "macro_f1", "map"):
-                rows += [(dataset, "resnet", loss, metric, b + offset + rng.normal(0, 0.003), seed) for seed, b in enumerate(base)]
-    rows += [("coco", "resnet", "simdissim", "micro_f1", 0.9, 0, 32, "val")]  # val rows are ignored
-    return rows
+def write_run(root: Path, method: str, seed: int, commit: str, batch: int = 64, value: float = 0.5) -> Path:
+    probe = root / method / f"bs{batch}" / f"seed{seed}" / "probe"
+    (probe.parent / "pretrain").mkdir(parents=True)
+    probe.mkdir(parents=True)
+    section = {"micro_f1": value, "macro_f1_per_class": value - 0.1, "macro_f1": value - 0.1, "map": value + 0.01, "macro_auc": value + 0.2}
+    spec = {"dataset": "yeast", "loss": method, "batch_size": batch, "seed": seed}
+    (probe / "metrics.json").write_text(json.dumps({"test": section, "val_best": section, "spec": spec, "macro_f1_definition": "per_class"}))
+    for folder in (probe, probe.parent / "pretrain"):
+        (folder / "versions.json").write_text(json.dumps({"mscl_commit": commit}))
+    return probe / "metrics.json"
 
 
-def test_cli_writes_every_artifact(tmp_path, capsys):
-    path = write_csv(tmp_path, claim_rows())
-    out = tmp_path / "claim"
-    assert mscl_main(["claim-report", "--runs", str(path), "--out-dir", str(out), "--metrics", "micro_f1", "macro_f1", "map"]) == 0
-    names = [f"{stem}.{suffix}" for stem in ("claim_summary", "claim_tests") for suffix in ("csv", "md", "tex")]
-    names += ["claim_differences.pdf", "claim_differences.png", "claim_outcome.md"]
-    for name in names:
-        assert (out / name).stat().st_size > 0, name
-    assert sorted(p.name for p in out.iterdir()) == sorted(names)  # no temporary files left
-    with Image.open(out / "claim_differences.png") as image:
-        assert image.size[0] > 100 and image.size[1] > 100
-    assert (out / "claim_differences.pdf").read_bytes().startswith(b"%PDF")
+def test_export_refuses_runs_of_several_or_uncommitted_versions(tmp_path: Path) -> None:
+    from mscl.report.claim_data import export
 
-    tests = pd.read_csv(out / "claim_tests.csv")
-    assert list(tests.columns) == EXPECTED_TEST_COLUMNS
-    assert len(tests) == 2 * 3 * 5  # datasets x metrics x comparisons
-    summary = pd.read_csv(out / "claim_summary.csv")
-    assert list(summary.columns[:6]) == ["dataset", "encoder_role", "batch_size", "method", "method_name", "n_seeds"]
-    assert summary.loc[(summary["dataset"] == "coco") & (summary["method"] == "simdissim"), "micro_f1_mean"].iloc[0] < 0.9  # val row left out
-    for name in ("claim_summary.md", "claim_tests.md"):
-        text = (out / name).read_text()
-        assert "MS-COCO" in text and "Yeast" in text
-    assert "one family per metric" in (out / "claim_tests.md").read_text()
-    # MS-COCO (image) and yeast (tabular) both report the per-class macro-F1; every caption says so.
-    for name in ("claim_summary.md", "claim_tests.md", "claim_summary.tex", "claim_tests.tex"):
-        assert "Macro-F1: mean of per-class F1 (MulSupCon)." in (out / name).read_text(), name
-    assert r"\toprule" in (out / "claim_tests.tex").read_text()
-
-    outcome = (out / "claim_outcome.md").read_text()
-    coco_all = tests[(tests["dataset"] == "coco") & (tests["method"] == "all") & (tests["metric"] == "micro_f1")].iloc[0]
-    expected = f"Sim-Dissim vs ALL Micro-F1 {coco_all['mean_diff'] * 100:+.2f} points"
-    assert expected in outcome and "MS-COCO (6 seeds):" in outcome and "Yeast (6 seeds):" in outcome
-    assert f"({coco_all['verdict']})" in outcome and "vs MulSupCon mAP" in outcome
-    assert "claim-report: wrote" in capsys.readouterr().out
-
-
-def test_outcome_follows_the_numbers(tmp_path):
-    rows = rows_of({"simdissim": {s: 0.7 + 0.001 * s for s in range(6)}, "all": {s: 0.6 + 0.0012 * s for s in range(6)}})
-    path = write_csv(tmp_path, rows)
-    runs = claim.claim_runs(load_runs(path), metrics=["micro_f1"], source=path)
-    tests = claim.tests_frame(runs, metrics=["micro_f1"])
-    text = claim.outcome_text(tests, runs, "simdissim", ["micro_f1"], 0.05, "all_runs.csv")
-    assert "Yeast (6 seeds): Sim-Dissim vs ALL Micro-F1 +9.95 points" in text
-    assert "Holm p < 0.001 (better)" in text and "no ANY runs" in text and "no MulSupCon runs" in text
-    assert "better 1, worse 0" in text
-
-
-def test_figure_plots_each_seeds_difference_in_points(tmp_path):
-    path = write_csv(tmp_path, claim_rows())
-    runs = claim.claim_runs(load_runs(path), metrics=["micro_f1", "map"], source=path)
-    tests = claim.tests_frame(runs, metrics=["micro_f1", "map"])
-    figure, data = claim.differences_figure(runs, tests, "simdissim", ["micro_f1", "map"])
-    try:
-        assert figure.axes and len(figure.axes) == 2 * 2
-        point = data[(data["dataset"] == "yeast") & (data["method"] == "any") & (data["metric"] == "map") & (data["seed"] == 2)].iloc[0]
-        values = runs[(runs["dataset"] == "yeast") & (runs["metric"] == "map") & (runs["seed"] == 2)].set_index("loss")["value"]
-        assert point["diff_points"] == pytest.approx((values["simdissim"] - values["any"]) * 100)
-        assert len(data) == 2 * 2 * 5 * 6  # datasets x metrics x methods x seeds
-    finally:
-        plt.close(figure)
-
-
-# ----------------------------------------------------------------------------- errors
-
-
-def test_missing_reference_names_the_file_and_field(tmp_path, capsys):
-    path = write_csv(tmp_path, rows_of({"all": {0: 0.6, 1: 0.61}, "any": {0: 0.6, 1: 0.6}}))
-    with pytest.raises(InputError) as error:
-        claim.write_claim_report(path, tmp_path / "out", metrics=["micro_f1"])
-    assert error.value.field == "loss" and error.value.path == str(path) and "--reference" in error.value.fix
-    assert mscl_main(["claim-report", "--runs", str(path), "--out-dir", str(tmp_path / "out"), "--metrics", "micro_f1"]) == 1
-    assert "'simdissim'" in capsys.readouterr().err
+    paths = [write_run(tmp_path / "a", "all", 0, "c1"), write_run(tmp_path / "a", "any", 0, "c2")]
+    with pytest.raises(InputError, match="not by one clean commit"):
+        export(paths, [], {}, tmp_path / "out")
+    dirty = [write_run(tmp_path / "b", "all", 0, "c1+dirty")]
+    with pytest.raises(InputError, match="not by one clean commit"):
+        export(dirty, [], {}, tmp_path / "out")
     assert not (tmp_path / "out").exists()
 
 
-def test_reference_missing_on_one_dataset_is_named(tmp_path):
-    rows = rows_of({"simdissim": {0: 0.6}, "all": {0: 0.6}}) + rows_of({"all": {0: 0.6}}, dataset="debtags")
-    path = write_csv(tmp_path, rows)
-    with pytest.raises(InputError, match="debtags") as error:
-        claim.claim_runs(load_runs(path), metrics=["micro_f1"], source=path)
-    assert error.value.field == "loss"
+def test_export_writes_runs_at_the_main_batch_size_and_the_sweep_apart(tmp_path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
 
+    from mscl.report.claim_data import export
 
-def test_missing_column_and_empty_test_split_are_input_errors(tmp_path):
-    path = write_csv(tmp_path, rows_of({"simdissim": {0: 0.6}, "all": {0: 0.6}}))
-    pd.read_csv(path).drop(columns=["seed"]).to_csv(tmp_path / "no_seed.csv", index=False)
-    with pytest.raises(InputError) as error:
-        claim.write_claim_report(tmp_path / "no_seed.csv", tmp_path / "out")
-    assert error.value.field == "seed" and "no_seed.csv" in str(error.value)
-
-    val_only = write_csv(tmp_path, [("yeast", "roberta", "simdissim", "micro_f1", 0.6, 0, 32, "val")], name="val_only.csv")
-    with pytest.raises(InputError) as error:
-        claim.write_claim_report(val_only, tmp_path / "out")
-    assert error.value.field == "split" and "val_only.csv" in str(error.value)
-
-    with pytest.raises(InputError) as error:
-        claim.write_claim_report(path, tmp_path / "out", metrics=["micro_f1", "p_at_5"])
-    assert error.value.field == "metric" and "p_at_5" in str(error.value)
+    paths = [write_run(tmp_path, m, s, "c1") for m in ("all", "simdissim") for s in (0, 1)] + [write_run(tmp_path, "all", 0, "c1", batch=32)]
+    for path in paths:  # test scores for the buckets: 4 samples x 2 labels
+        table = pa.table({"id": ["a", "b", "c", "d"], "labels": [["x"], ["x", "y"], [], ["x"]], "scores": pa.FixedSizeListArray.from_arrays(pa.array([0.9, 0.1, 0.8, 0.7, 0.2, 0.3, 0.6, 0.4], pa.float32()), 2)})
+        pq.write_table(table.replace_schema_metadata({"mscl.label_names": json.dumps(["x", "y"])}), path.parent / "test_scores.parquet")
+    stats_json = tmp_path / "stats.json"
+    stats_json.write_text(json.dumps({"splits": {"train": {"label_frequency": {"x": 30, "y": 5}}}}))
+    counts = export(paths, [], {"yeast": stats_json}, tmp_path / "out")
+    runs = pd.read_csv(tmp_path / "out" / "runs.csv")
+    assert counts["runs.csv"] == len(runs) == 2 * 2 * 2 and set(runs["method"]) == {"all", "simdissim"}
+    assert runs["macro_f1"].eq(0.4).all()  # the dataset family's definition (per class)
+    assert set(pd.read_csv(tmp_path / "out" / "batch_size.csv")["batch_size"]) == {32, 64}
+    buckets = pd.read_csv(tmp_path / "out" / "buckets.csv")
+    assert set(zip(buckets["bucket"], buckets["labels"])) == {("head", 1), ("tail", 1)}  # x holds 30 of 35 instances

@@ -1,8 +1,10 @@
 """The claim check through Snakemake: config/claim.yaml's DAG (dry run) and a tiny yeast version
-end to end, from river's yeast file to the paired statistics."""
+end to end, from river's yeast file through tuning, selection on val and the test seeds to the
+data files and the statistics."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 
 import pandas as pd
@@ -11,12 +13,12 @@ import yaml
 
 from test_workflow import REPO, job_counts, job_env, snakemake, snakemake_command
 
-METHODS = ["all", "any", "mulsupcon", "simdissim", "sim", "dissim", "none", "bce"]
-
 
 def test_claim_dry_run_is_the_documented_grid(tmp_path):
-    """As docs/claim-check.md says: 8 methods x (10 yeast seeds + 5 Fashion-MNIST seeds + 5
-    debtags seeds), one pretrain and one probe job each (in an empty working directory)."""
+    """As docs/claim-check.md says, per dataset: 4 contrastive losses x 6 settings + BCE x 6
+    settings, each on 2 tuning seeds (180 tuning runs), one selection per tuned method (15),
+    and the test runs: yeast 10 methods x 10 seeds plus the batch-size sweep (4 losses x 3
+    sizes x 5 seeds), Fashion-MNIST and debtags 9 methods x 10 seeds."""
     result = subprocess.run(
         snakemake_command(tmp_path, "-n", "--configfile", str(REPO / "config" / "claim.yaml")),
         capture_output=True, text=True, env=job_env(),
@@ -24,36 +26,81 @@ def test_claim_dry_run_is_the_documented_grid(tmp_path):
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-4000:]
     counts = job_counts(output)
-    runs = len(METHODS) * (10 + 5 + 5)
-    assert counts["pretrain"] == counts["probe"] == runs
-    for rule in ("prepare_yeast", "prepare_debtags", "prepare_fashion_mnist", "collect_runs", "claim_report", "statistics_table"):
+    assert counts["tuning_pretrain"] == counts["tuning_probe"] == 3 * (4 * 6 + 6) * 2
+    assert counts["select_setting"] == 3 * 5
+    assert counts["pretrain"] == counts["probe"] == 10 * 10 + 4 * 3 * 5 + 9 * 10 + 9 * 10
+    for rule in ("prepare_yeast", "prepare_debtags", "embed_debtags", "prepare_fashion_mnist", "claim_export", "claim_report", "statistics_table"):
         assert counts[rule] == 1, rule
-    assert "paper_table" not in counts and "make_demo" not in counts and "tiny_models" not in counts
-    assert "results/claim/claim_check/claim_outcome.md" in output
+    assert "paper_table" not in counts and "collect_runs" not in counts and "tiny_models" not in counts
+    assert "results/claim/claim_check/tests.csv" in output and "results/claim/claim_check/data/runs.csv" in output
+
+
+def tiny_config() -> dict:
+    config = yaml.safe_load((REPO / "config" / "claim.yaml").read_text())
+    config["datasets"] = ["yeast"]
+    config["paths"]["results"] = "results"
+    mlp = config["encoders"]["mlp"]
+    mlp["pretrain"].update(epochs=2, monitor_every=1)
+    mlp["tune"] = {"contrastive": {"temperature": [0.1, 0.2]}, "bce": {"lr": [0.001, 0.003]}}
+    config["training"] = {"probe": {"epochs": 5, "select_metric": "map"}}
+    config["tuning"]["seeds"] = [100]
+    config["report"]["claim"]["allow_mixed_commits"] = True  # the suite may run from a dirty tree
+    config["experiments"] = {
+        "yeast": {"datasets": ["yeast"], "encoders": ["mlp"], "losses": ["all", "any", "simdissim", "sim", "eq12", "none", "bce", "logreg"],
+                  "batch_sizes": [64], "seeds": [0, 1, 2], "tune": True},
+        "yeast_batch": {"datasets": ["yeast"], "encoders": ["mlp"], "losses": ["all", "simdissim"], "batch_sizes": [32], "seeds": [0, 1],
+                        "tune": True, "tune_batch_size": 64},
+    }  # fmt: skip
+    return config
 
 
 @pytest.mark.slow
 def test_tiny_yeast_claim_check_end_to_end(tmp_path):
-    """Real yeast, 3 methods x 3 seeds of a few epochs: every claim artifact, paired by seed."""
-    config = yaml.safe_load((REPO / "config" / "claim.yaml").read_text())
-    config["datasets"] = ["yeast"]
-    config["paths"]["results"] = "results"
-    config["encoders"]["mlp"]["pretrain"]["epochs"] = 2
-    config["training"] = {"probe": {"epochs": 5}}
-    config["experiments"] = {
-        "yeast": {"datasets": ["yeast"], "encoders": ["mlp"], "losses": ["simdissim", "all", "none"], "batch_sizes": [64], "seeds": [0, 1, 2]}
-    }
+    """Real yeast, a 2-setting grid on one tuning seed, 8 methods x 3 test seeds and a batch-size
+    block: tuned settings are chosen on val and reused as the protocol says, Eq. 12 reproduces ANY
+    seed for seed, and every data file and statistic is written."""
     config_file = tmp_path / "tiny_claim.yaml"
-    config_file.write_text(yaml.safe_dump(config))
+    config_file.write_text(yaml.safe_dump(tiny_config()))
     snakemake(tmp_path, "--configfile", str(config_file))
+    results = tmp_path / "results"
 
-    stats = (tmp_path / "results" / "tables" / "statistics.md").read_text()
-    assert "| Yeast | 1.2k | 300 | 917 | 14 | 4.2 | - |" in stats  # tabular row; not a paper dataset
-    tests = pd.read_csv(tmp_path / "results" / "claim_check" / "claim_tests.csv")
-    assert set(tests["method"]) == {"all", "none"} and set(tests["reference"]) == {"simdissim"}
-    assert (tests["n_pairs"] == 3).all()
-    summary = pd.read_csv(tmp_path / "results" / "claim_check" / "claim_summary.csv")
-    assert set(summary["method"]) == {"simdissim", "all", "none"} and (summary["n_seeds"] == 3).all()
-    outcome = (tmp_path / "results" / "claim_check" / "claim_outcome.md").read_text()
-    assert "Yeast" in outcome and "ALL" in outcome
-    assert (tmp_path / "results" / "claim_check" / "claim_differences.png").stat().st_size > 1000
+    selected = {m: json.loads((results / "tuning" / "yeast" / "mlp" / m / "bs64" / "selected.json").read_text()) for m in ("all", "any", "simdissim", "bce")}
+    assert not (results / "tuning" / "yeast" / "mlp" / "sim").exists()  # sim reuses simdissim's choice
+    assert {entry["setting"] for entry in selected["simdissim"]["grid"]} == {"temperature0.1", "temperature0.2"}
+    best = max(selected["simdissim"]["grid"], key=lambda entry: entry["per_seed"]["100"])
+    assert selected["simdissim"]["chosen"] == best["setting"] and selected["simdissim"]["seeds"] == [100]
+
+    def spec_of(method: str, batch: int = 64, seed: int = 0) -> dict:
+        return json.loads((results / "runs" / "yeast" / "mlp" / method / f"bs{batch}" / f"seed{seed}" / "probe" / "metrics.json").read_text())["spec"]
+
+    assert spec_of("simdissim")["pretrain"]["temperature"] == selected["simdissim"]["pretrain"]["temperature"]
+    assert spec_of("sim")["pretrain"]["temperature"] == selected["simdissim"]["pretrain"]["temperature"]
+    assert spec_of("eq12")["pretrain"]["temperature"] == selected["any"]["pretrain"]["temperature"]
+    assert spec_of("bce")["pretrain"]["lr"] == selected["bce"]["pretrain"]["lr"]
+    assert spec_of("all", batch=32)["pretrain"]["temperature"] == selected["all"]["pretrain"]["temperature"]  # chosen at 64
+
+    data = results / "claim_check" / "data"
+    runs = pd.read_csv(data / "runs.csv")
+    assert list(runs.columns) == ["dataset", "method", "seed", "split", "micro_f1", "macro_f1", "map", "macro_auc", "commit"]
+    assert len(runs) == 8 * 3 * 2 and runs["commit"].nunique() == 1
+    assert ((runs[["micro_f1", "map"]] >= 0) & (runs[["micro_f1", "map"]] <= 1)).all().all()
+    # Eq. 12 as printed has ANY's gradients: with ANY's setting, identical metrics on real data.
+    eq12, any_ = (runs[runs["method"] == m].set_index(["seed", "split"]).sort_index()[["micro_f1", "macro_f1", "map", "macro_auc"]] for m in ("eq12", "any"))
+    assert eq12.equals(any_)
+    assert set(pd.read_csv(data / "batch_size.csv")["batch_size"]) == {32, 64}
+    buckets = pd.read_csv(data / "buckets.csv")
+    assert set(buckets["bucket"]) == {"head", "tail"} and (buckets.groupby(["method", "seed"])["labels"].sum() == 14).all()
+    convergence = pd.read_csv(data / "convergence.csv")
+    assert set(convergence["epoch"]) == {1, 2} and "none" not in set(convergence["method"])
+    assert len(pd.read_csv(data / "tuning.csv")) == 4 * 2  # 4 tuned methods x 2 settings x 1 seed
+
+    tests = pd.read_csv(results / "claim_check" / "tests.csv")
+    primary = tests[tests["family"] == "primary"]
+    assert set(primary["comparison"]) == {"all", "any"} and (primary["n"] == 3).all()
+    assert set(tests.loc[tests["family"] == "reference", "comparison"]) == {"none", "bce", "logreg"}
+    assert (primary.groupby("metric")["holm_family_size"].max() == 2).all()
+    assert set(tests["verdict"]) <= {"better", "worse", "equivalent within ±1 point", "inconclusive"}
+    report = (results / "claim_check" / "claim_report.md").read_text()
+    assert "identical to ANY on all 3 seeds" in report
+    for name in ("claim_differences", "claim_convergence", "claim_batch_size", "claim_long_tail"):
+        assert (results / "claim_check" / f"{name}.png").stat().st_size > 1000

@@ -130,6 +130,8 @@ def naive_msc(features, labels, prototypes, tau=TAU, alpha=1.0, beta=0.1):
 def naive(name, features, labels, loss_module):
     if name in PAIR_WEIGHTS:
         return naive_pair_loss(features, labels, PAIR_WEIGHTS[name])
+    if name == "eq12":  # the paper's Eq. 12 as printed: Sim-Dissim's weight inside the log
+        return naive_pair_loss(features, labels, w_simdissim, literal=True)
     if name == "mulsupcon":
         return naive_mulsupcon(features, labels)
     if name == "proto":

@@ -300,6 +300,17 @@ def _make_tiny_models(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0, help="weight initialisation seed (same seed -> identical files)")
 
 
+EMBED_BATCH_SIZE = 64
+
+
+@command("embed-text", doc_of="mscl.data.embed")
+def _embed_text(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--data", required=True, type=Path, help="prepared text manifest folder")
+    parser.add_argument("--encoder-spec", required=True, help="hf encoder spec (or a run spec): inline JSON starting with '{' or a JSON/YAML file")
+    parser.add_argument("--out", required=True, type=Path, help="output folder of the embedded (tabular) manifest")
+    parser.add_argument("--batch-size", type=int, default=EMBED_BATCH_SIZE, help=f"texts per batch (default {EMBED_BATCH_SIZE})")
+
+
 # ---------------------------------------------------------------------------- training
 
 
@@ -329,6 +340,12 @@ def add_run_arguments(parser: argparse.ArgumentParser, out_help: str, prefix_cac
         default=None,
         help=f"frozen-prefix cache of a trainable_layers hf or plm_icd encoder (python -m mscl cache-prefix){prefix_cache_use}",
     )
+    parser.add_argument(
+        "--selected",
+        type=Path,
+        default=None,
+        help="tuning selection (selected.json of `python -m mscl select-setting`): its chosen pretrain values replace the spec's",
+    )
 
 
 @command("pretrain", doc_of="mscl.train.pretrain")
@@ -347,6 +364,14 @@ def _pretrain(parser: argparse.ArgumentParser) -> None:
 def _probe(parser: argparse.ArgumentParser) -> None:
     add_run_arguments(parser, "output folder")
     parser.add_argument("--pretrained", required=True, type=Path, help="pretrain output folder (holds encoder.pt)")
+
+
+@command("select-setting", doc_of="mscl.tuning")
+def _select_setting(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--metrics", required=True, nargs="+", type=Path, help="probe metrics.json of every tuning run of one method (every setting x tuning seed)")
+    parser.add_argument("--keys", required=True, nargs="+", help="the grid's pretrain keys, e.g. temperature lr")
+    parser.add_argument("--metric", default="map", help="val metric (metrics.json val_best) the choice maximises (default map)")
+    parser.add_argument("--out", required=True, type=Path, help="selection file to write (selected.json)")
 
 
 # ------------------------------------------------------------------------------ report
@@ -397,21 +422,29 @@ def _figure(parser: argparse.ArgumentParser) -> None:
 
 
 CLAIM_REFERENCE = "simdissim"
-CLAIM_METRICS = ("micro_f1", "macro_f1", "map", "macro_auc")
-CLAIM_HEADLINE_METRICS = ("micro_f1", "macro_f1", "map")
 CLAIM_ALPHA = 0.05
+CLAIM_MARGIN = 0.01  # the equivalence margin (fraction): 1 point, declared in the protocol
 
 
-@command("claim-report", description="claim check: paired-seed statistics of the reference method vs every other")
+@command("claim-report", doc_of="mscl.report.claim")
 def _claim_report(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--runs", required=True, type=Path, help="tidy CSV from `python -m mscl collect`")
-    parser.add_argument("--out-dir", required=True, type=Path, help="folder for claim_summary, claim_tests, claim_differences, claim_outcome")
-    parser.add_argument("--reference", default=CLAIM_REFERENCE, help=f"loss key compared with every other method (default {CLAIM_REFERENCE})")
-    parser.add_argument("--metrics", nargs="+", default=list(CLAIM_METRICS), metavar="METRIC", help=f"metrics tested, one Holm family each (default {' '.join(CLAIM_METRICS)})")
-    parser.add_argument("--headline-metrics", nargs="+", metavar="METRIC", help=f"metrics of the figure rows and the outcome sentences (default: those of {' '.join(CLAIM_HEADLINE_METRICS)} in --metrics)")
-    parser.add_argument("--alpha", type=float, default=CLAIM_ALPHA, help=f"level of the Holm-adjusted verdicts (default {CLAIM_ALPHA})")
-    parser.add_argument("--batch-size", type=int, help="use runs at this batch size (default: per dataset and encoder, the size most runs share)")
-    parser.add_argument("--datasets", nargs="+", metavar="NAME", help="datasets to include (default: all in --runs)")
+    parser.add_argument("--data-dir", required=True, type=Path, help="folder of the claim-export files (runs.csv, batch_size.csv, buckets.csv, convergence.csv, tuning.csv)")
+    parser.add_argument("--out-dir", required=True, type=Path, help="folder for tests.csv, batch_size_tests.csv, long_tail_tests.csv and claim_report.md")
+    parser.add_argument("--figures-dir", type=Path, help="folder for the figures (default: --out-dir)")
+    parser.add_argument("--docs", nargs="+", type=Path, default=[], help="markdown files whose generated blocks (<!-- claim-report:NAME -->) are rewritten")
+    parser.add_argument("--check", action="store_true", help="with --docs: only compare the blocks, exit 1 if any differs")
+    parser.add_argument("--reference", default=CLAIM_REFERENCE, help=f"method compared with every other (default {CLAIM_REFERENCE})")
+    parser.add_argument("--alpha", type=float, default=CLAIM_ALPHA, help=f"family-wise level of the Holm-adjusted verdicts (default {CLAIM_ALPHA})")
+    parser.add_argument("--margin", type=float, default=CLAIM_MARGIN, help=f"equivalence margin of the TOST, as a fraction (default {CLAIM_MARGIN}: 1 point)")
+
+
+@command("claim-export", doc_of="mscl.report.claim_data")
+def _claim_export(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--metrics", required=True, nargs="+", type=Path, help="probe metrics.json of every test run of the claim check")
+    parser.add_argument("--selections", nargs="*", type=Path, default=[], help="every tuning selection (selected.json)")
+    parser.add_argument("--train-stats", nargs="+", default=[], metavar="DATASET=STATS_JSON", help="each dataset's stats.json (training label counts for the frequency buckets)")
+    parser.add_argument("--out-dir", required=True, type=Path, help="folder for runs.csv, batch_size.csv, buckets.csv, convergence.csv, tuning.csv")
+    parser.add_argument("--allow-mixed-commits", action="store_true", help="write even if the runs come from several (or uncommitted) versions of the code; the report says so")
 
 
 @command("job-server", doc_of="mscl.jobserver")

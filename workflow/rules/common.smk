@@ -16,6 +16,7 @@ sys.path.insert(0, os.path.join(workflow.basedir, "src"))
 from mscl.data.sources import LAYOUTS, SPLIT_LIST_FILES, source_problem, split_folder_problem
 from mscl.interrupt import stop_jobs_on_sigint
 from mscl.jobserver import start_for_workflow
+from mscl.tuning import UNTRAINED_METHODS, family_of, grid_settings
 
 # `kill -INT` on Snakemake alone stops the running jobs too (mscl.interrupt). The running
 # jobs' shells are Snakemake's own bookkeeping (job id -> Popen), read at interrupt time.
@@ -101,12 +102,101 @@ RUN_NAME = "{dataset}/{encoder}/{loss}/bs{batch}/seed{seed}"
 RUN_DIR = f"{RESULTS}/runs/{RUN_NAME}"
 
 
+# Equal tuning per method (the claim check, docs/claim-check.md; mscl.tuning). A run of an
+# experiment block with `tune: true` takes the hyperparameters chosen on val from tuning runs:
+# every setting of its encoder's grid for the method's family (`encoders.<name>.tune`) x every
+# `tuning.seeds`, at the block's `tune_batch_size` (default: the run's own batch size). Methods
+# in `tuning.reuse` take another method's choice (the ablations Sim-Dissim's); untrained
+# reference methods have nothing to tune. A tuning run lives under tuning/, with its setting
+# as a path component; the choice is tuning/.../bs{batch}/selected.json.
+TUNE_RUN_NAME = "{dataset}/{encoder}/{loss}/bs{batch}/{setting}/seed{seed}"
+TUNE_DIR = f"{RESULTS}/tuning/{TUNE_RUN_NAME}"
+SELECTION = f"{RESULTS}/tuning/{{dataset}}/{{encoder}}/{{loss}}/bs{{batch}}/selected.json"
+
+
+def encoder_grid(encoder, loss):
+    """{setting name: pretrain values} of the encoder's grid for the method's tuning family."""
+    family = family_of(loss)
+    grid = config["encoders"][encoder].get("tune", {}).get(family)
+    if not grid:
+        raise ValueError(
+            f"config encoders.{encoder}.tune.{family} is missing, but a block with `tune: true` runs {loss!r} on "
+            f"{encoder!r}. Fix: give encoders.{encoder}.tune.{family} as pretrain keys with candidate values, e.g. "
+            f"{{temperature: [0.05, 0.1, 0.2], lr: [0.0003, 0.001]}}, in {config_files()}"
+        )
+    return grid_settings(grid)
+
+
+def tuning_plan():
+    """({tuned test run: the (dataset, encoder, method, batch) whose selection it takes}, tuning runs)."""
+    selection_of, tuning_runs, untuned = {}, set(), set()
+    tuning_seeds = set(config["tuning"]["seeds"])
+    for block_name, block in config["experiments"].items():
+        combinations = itertools.product(
+            block["datasets"], block["encoders"], block["losses"], block["batch_sizes"], block.get("seeds", config["seeds"])
+        )
+        for dataset, encoder, loss, batch, seed in combinations:
+            if not block.get("tune") or loss in UNTRAINED_METHODS:
+                untuned.add((dataset, encoder, loss, batch, seed))
+                continue
+            if seed in tuning_seeds:
+                raise ValueError(
+                    f"config experiments.{block_name} tests seed {seed}, which is also a tuning seed {sorted(tuning_seeds)}. "
+                    f"Fix: make `tuning.seeds` and the test seeds disjoint (test seeds must be fresh), in {config_files()}"
+                )
+            source = config["tuning"]["reuse"].get(loss, loss)
+            tune_batch = block.get("tune_batch_size", batch)
+            selection_of[(dataset, encoder, loss, batch, seed)] = (dataset, encoder, source, tune_batch)
+            for setting in encoder_grid(encoder, source):
+                tuning_runs.update((dataset, encoder, source, tune_batch, setting, s) for s in tuning_seeds)
+    both = sorted(set(selection_of) & untuned)
+    if both:
+        raise ValueError(
+            f"config: run {both[0]} is named by a block with `tune: true` and by one without. Fix: tune it in every "
+            f"block that names it, or in none, in {config_files()}"
+        )
+    return selection_of, sorted(tuning_runs)
+
+
+SELECTION_OF, TUNING_RUNS = tuning_plan()
+
+
+def run_key(wildcards):
+    return (wildcards.dataset, wildcards.encoder, wildcards.loss, int(wildcards.batch), int(wildcards.seed))
+
+
+def selected_input(wildcards):
+    """A tuned test run's selection file (none for tuning runs and untuned runs)."""
+    if wildcards.get("setting") is not None or run_key(wildcards) not in SELECTION_OF:
+        return []
+    dataset, encoder, loss, batch = SELECTION_OF[run_key(wildcards)]
+    return [SELECTION.format(dataset=dataset, encoder=encoder, loss=loss, batch=batch)]
+
+
+def selected_option(wildcards, input):
+    return f"--selected {input.selected}" if input.selected else ""
+
+
+def tuning_metrics(wildcards):
+    """Every tuning run's probe metrics.json of one method's grid (setting x tuning seed), in grid order."""
+    return [
+        f"{TUNE_DIR}/probe/metrics.json".format(**wildcards, setting=setting, seed=seed)
+        for setting in encoder_grid(wildcards.encoder, wildcards.loss)
+        for seed in sorted(config["tuning"]["seeds"])
+    ]
+
+
+def tuning_keys(wildcards):
+    return " ".join(sorted(config["encoders"][wildcards.encoder]["tune"][family_of(wildcards.loss)]))
+
+
 wildcard_constraints:
     dataset="|".join(config["datasets"]),
     encoder="|".join(config["encoders"]) or "NO_ENCODER",
     loss="|".join(KNOWN_METHODS),
     batch=r"\d+",
     seed=r"\d+",
+    setting=r"[A-Za-z_]+[^/]*",
     version="|".join(MIMIC_VERSIONS),
     kind="|".join(DEMO_KINDS),
 
@@ -250,6 +340,12 @@ def uses_tiny_models(name):
     return "{tiny}" in str(config["encoders"][name]["spec"].get("path", ""))
 
 
+def tuning_values(wildcards):
+    """The pretrain values of a tuning run's setting ({} for other runs)."""
+    setting = wildcards.get("setting")
+    return encoder_grid(wildcards.encoder, wildcards.loss)[setting] if setting is not None else {}
+
+
 def run_spec(wildcards):
     """The run spec (mscl.train.spec) of one job, shell-quoted JSON."""
     encoder = config["encoders"][wildcards.encoder]
@@ -261,7 +357,8 @@ def run_spec(wildcards):
         "loss_options": config["training"]["loss_options"].get(wildcards.loss, {}),
         "batch_size": int(wildcards.batch),
         "seed": int(wildcards.seed),
-        "pretrain": {**config["training"]["pretrain"], **encoder["pretrain"]},
+        # A tuning run's setting (its {setting} wildcard) overrides the configured values.
+        "pretrain": {**config["training"]["pretrain"], **encoder["pretrain"], **tuning_values(wildcards)},
         "probe": {**config["training"]["probe"], **encoder["probe"]},
     }
     return shlex.quote(json.dumps(spec, sort_keys=True))
@@ -305,15 +402,15 @@ def tiny_models_input(wildcards):
     return [TINY_MODELS] if uses_tiny_models(wildcards.encoder) else []
 
 
-def run_log(stage):
-    """The log of a run's `stage` job (pretrain, probe)."""
-    return f"{LOGS}/{stage}/{RUN_NAME}.log"
+def run_log(stage, name=RUN_NAME):
+    """The log of a run's `stage` job (pretrain, probe); tuning runs pass TUNE_RUN_NAME."""
+    return f"{LOGS}/{stage}/{name}.log" if name == RUN_NAME else f"{LOGS}/tuning/{stage}/{name}.log"
 
 
-def run_benchmark(stage):
+def run_benchmark(stage, name=RUN_NAME):
     """The benchmark file of a run's `stage` job (pretrain, probe): mscl.report.cost reads the
-    run's axes from this path."""
-    return f"{BENCHMARKS}/{stage}/{RUN_NAME}.tsv"
+    run's axes from this path (tuning runs' files live under tuning/, which it does not read)."""
+    return f"{BENCHMARKS}/{stage}/{name}.tsv" if name == RUN_NAME else f"{BENCHMARKS}/tuning/{stage}/{name}.tsv"
 
 
 def every_run(pattern):
@@ -370,16 +467,29 @@ def batch_size_option(wildcards):
     return f"--batch-size {config['report']['batch_size'][group]}" if group else ""
 
 
-# The claim check's artifacts (report.artifacts = claim; mscl.report.claim).
-CLAIM_TABLES = ["claim_summary", "claim_tests"]
-CLAIM_FILES = [f"{name}.{ext}" for name in CLAIM_TABLES for ext in ("tex", "csv", "md")] + [
-    "claim_differences.pdf", "claim_differences.png", "claim_outcome.md",
+# The claim check's artifacts (report.artifacts = claim): the data files of `claim-export`
+# (mscl.report.claim_data) and the statistics, sections and figures of `claim-report`
+# (mscl.report.claim). `make claim` copies them into docs/ (docs/claim-check.md).
+CLAIM_DATA = ["runs.csv", "batch_size.csv", "buckets.csv", "convergence.csv", "tuning.csv"]
+CLAIM_FIGURES = ["claim_differences", "claim_convergence", "claim_batch_size", "claim_long_tail"]
+CLAIM_FILES = ["tests.csv", "batch_size_tests.csv", "long_tail_tests.csv", "claim_report.md"] + [
+    f"{name}.{ext}" for name in CLAIM_FIGURES for ext in ("pdf", "png")
 ]
+
+
+def claim_selections():
+    """Every tuning selection the grid's test runs read."""
+    return sorted({SELECTION.format(dataset=d, encoder=e, loss=l, batch=b) for d, e, l, b in SELECTION_OF.values()})
+
+
+def claim_train_stats(wildcards, input):
+    return " ".join(f"{os.path.basename(os.path.dirname(path))}={path}" for path in input.stats)
 
 
 def all_targets():
     targets = [f"{RESULTS}/tables/statistics.{ext}" for ext in ("tex", "csv", "md")]
     if RUNS and config["report"]["artifacts"] == "claim":
+        targets += [f"{RESULTS}/claim_check/data/{name}" for name in CLAIM_DATA]
         targets += [f"{RESULTS}/claim_check/{name}" for name in CLAIM_FILES]
     elif RUNS:
         targets += [f"{RESULTS}/tables/{name}.{ext}" for name in TABLES for ext in ("tex", "csv", "md")]

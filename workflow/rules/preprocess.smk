@@ -98,9 +98,15 @@ rule prepare_yeast:
         "python -m mscl prepare-yeast --out {params.out} --seed {params.seed} {params.source} > {log} 2>&1"
 
 
+# With `sources.debtags.embed` (an hf encoder spec) the descriptions are prepared as text under
+# debtags_text/ and then embedded once by the frozen encoder into the `debtags` manifest, whose
+# content is the embeddings (`features`): the claim check's CPU tier (docs/claim-check.md).
+DEBTAGS_EMBED = config["sources"]["debtags"].get("embed")
+
+
 rule prepare_debtags:
     output:
-        manifest("debtags"),
+        manifest("debtags_text" if DEBTAGS_EMBED else "debtags"),
     conda:
         CONDA_ENV
     log:
@@ -113,6 +119,29 @@ rule prepare_debtags:
         "python -m mscl prepare-debtags --lists {params.source[lists]} --out {params.out} --seed {params.seed} "
         "--min-count {params.source[min_count]} --exclude-facets '{params.source[exclude_facets]}' "
         "--sample-fraction {params.source[sample_fraction]} > {log} 2>&1"
+
+
+if DEBTAGS_EMBED:
+
+    rule embed_debtags:
+        input:
+            manifest("debtags_text"),
+        output:
+            manifest("debtags"),
+        conda:
+            CONDA_ENV
+        log:
+            f"{LOGS}/preprocess/debtags_embed.log",
+        benchmark:
+            f"{BENCHMARKS}/preprocess/debtags_embed.tsv"
+        threads: 2
+        params:
+            data=folder_of("input"),
+            out=folder_of("output"),
+            spec=shlex.quote(json.dumps(DEBTAGS_EMBED, sort_keys=True)),
+        shell:
+            "OMP_NUM_THREADS={threads} python -m mscl embed-text --data {params.data} --encoder-spec {params.spec} "
+            "--out {params.out} > {log} 2>&1"
 
 
 rule prepare_fashion_mnist:
@@ -129,5 +158,6 @@ rule prepare_fashion_mnist:
     shell:
         "python -m mscl prepare-fashion-mnist --root {params.source[root]} --out {params.out} --seed {params.seed} "
         "--train-canvases {params.source[train_canvases]} --test-canvases {params.source[test_canvases]} "
+        "--val-fraction {params.source[val_fraction]} "
         "--canvas-size {params.source[canvas_size]} --max-items {params.source[max_items]} "
         "--class-exponent {params.source[class_exponent]} > {log} 2>&1"

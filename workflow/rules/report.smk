@@ -5,6 +5,7 @@ localrules:
     collect_runs,
     paper_table,
     cost_table,
+    claim_export,
     claim_report,
     paper_figure,
 
@@ -89,9 +90,29 @@ rule paper_figure:
         "{params.batch} > {log} 2>&1"
 
 
+rule claim_export:
+    input:
+        metrics=run_outputs("probe/metrics.json"),
+        selections=claim_selections(),
+        stats=expand(f"{PROCESSED}/{{dataset}}/stats.json", dataset=sorted({run[0] for run in RUNS})),
+    output:
+        [f"{RESULTS}/claim_check/data/{name}" for name in CLAIM_DATA],
+    conda:
+        CONDA_ENV
+    log:
+        f"{LOGS}/report/claim_export.log",
+    params:
+        out=folder_of("output"),
+        stats=claim_train_stats,
+        mixed="--allow-mixed-commits" if config["report"]["claim"]["allow_mixed_commits"] else "",
+    shell:
+        "python -m mscl claim-export --metrics {input.metrics} --selections {input.selections} "
+        "--train-stats {params.stats} --out-dir {params.out} {params.mixed} > {log} 2>&1"
+
+
 rule claim_report:
     input:
-        runs=rules.collect_runs.output,
+        [f"{RESULTS}/claim_check/data/{name}" for name in CLAIM_DATA],
     output:
         [
             report(f"{RESULTS}/claim_check/{name}", caption="../report/claim.rst", category="Claim check")
@@ -104,10 +125,11 @@ rule claim_report:
     log:
         f"{LOGS}/report/claim.log",
     params:
+        data=folder_of("input"),
         out=folder_of("output"),
         reference=config["report"]["claim"]["reference"],
-        metrics=" ".join(config["report"]["claim"]["metrics"]),
         alpha=config["report"]["claim"]["alpha"],
+        margin=config["report"]["claim"]["margin"],
     shell:
-        "python -m mscl claim-report --runs {input.runs} --out-dir {params.out} --reference {params.reference} "
-        "--metrics {params.metrics} --alpha {params.alpha} > {log} 2>&1"
+        "python -m mscl claim-report --data-dir {params.data} --out-dir {params.out} --reference {params.reference} "
+        "--alpha {params.alpha} --margin {params.margin} > {log} 2>&1"

@@ -1,6 +1,11 @@
 # Contrastive pretraining and linear probing, one job per dataset x encoder x loss x batch x
-# seed (mscl.train). Jobs pick CUDA when the node has a GPU; the scheduler's GPU request comes
-# from `resources: gpu` (0 in the embedded default, 1 in the SLURM profile).
+# seed (mscl.train), plus the claim check's tuning runs and their selection on val. Jobs pick
+# CUDA when the node has a GPU; the scheduler's GPU request comes from `resources: gpu` (0 in
+# the embedded default, 1 in the SLURM profile).
+
+
+localrules:
+    select_setting,
 
 
 rule tiny_models:
@@ -44,6 +49,7 @@ rule pretrain:
         data=lambda wildcards: manifest(wildcards.dataset),
         models=tiny_models_input,
         prefix=prefix_cache_input,
+        selected=selected_input,
     output:
         # Only the final file: Snakemake deletes a failed job's outputs, and the epoch
         # checkpoint beside it must survive so that a rerun resumes.
@@ -62,9 +68,10 @@ rule pretrain:
         out=folder_of("output.encoder"),
         spec=run_spec,
         prefix=prefix_cache_option,
+        selected=selected_option,
     shell:
         "OMP_NUM_THREADS={threads} python -m mscl pretrain --data {params.data} --out {params.out} "
-        "--spec {params.spec} {params.prefix} > {log} 2>&1"
+        "--spec {params.spec} {params.prefix} {params.selected} > {log} 2>&1"
 
 
 rule probe:
@@ -73,6 +80,7 @@ rule probe:
         encoder=rules.pretrain.output.encoder,
         models=tiny_models_input,
         prefix=prefix_cache_input,
+        selected=selected_input,
     output:
         metrics=f"{RUN_DIR}/probe/metrics.json",
         scores=f"{RUN_DIR}/probe/test_scores.parquet",
@@ -91,6 +99,51 @@ rule probe:
         out=folder_of("output.metrics"),
         spec=run_spec,
         prefix=prefix_cache_option,
+        selected=selected_option,
     shell:
         "OMP_NUM_THREADS={threads} python -m mscl probe --data {params.data} --pretrained {params.pretrained} "
-        "--out {params.out} --spec {params.spec} {params.prefix} > {log} 2>&1"
+        "--out {params.out} --spec {params.spec} {params.prefix} {params.selected} > {log} 2>&1"
+
+
+# Tuning runs (the claim check's equal tuning per method, common.smk): the same jobs, one per
+# setting x tuning seed, under tuning/ with the setting as a path component; their spec carries
+# the setting's values (run_spec) and no selection (selected_input).
+use rule pretrain as tuning_pretrain with:
+    output:
+        encoder=f"{TUNE_DIR}/pretrain/encoder.pt",
+    log:
+        run_log("pretrain", TUNE_RUN_NAME),
+    benchmark:
+        run_benchmark("pretrain", TUNE_RUN_NAME)
+
+
+use rule probe as tuning_probe with:
+    input:
+        data=lambda wildcards: manifest(wildcards.dataset),
+        encoder=rules.tuning_pretrain.output.encoder,
+        models=tiny_models_input,
+        prefix=prefix_cache_input,
+        selected=selected_input,
+    output:
+        metrics=f"{TUNE_DIR}/probe/metrics.json",
+        scores=f"{TUNE_DIR}/probe/test_scores.parquet",
+    log:
+        run_log("probe", TUNE_RUN_NAME),
+    benchmark:
+        run_benchmark("probe", TUNE_RUN_NAME)
+
+
+rule select_setting:
+    input:
+        tuning_metrics,
+    output:
+        SELECTION,
+    conda:
+        CONDA_ENV
+    log:
+        f"{LOGS}/tuning/select/{{dataset}}/{{encoder}}/{{loss}}/bs{{batch}}.log",
+    params:
+        grid_keys=tuning_keys,
+        metric=config["tuning"]["metric"],
+    shell:
+        "python -m mscl select-setting --metrics {input} --keys {params.grid_keys} --metric {params.metric} --out {output} > {log} 2>&1"

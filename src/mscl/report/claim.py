@@ -1,310 +1,290 @@
-"""The claim check: does Sim-Dissim beat the other methods, seed for seed, on real datasets?
+"""The claim check's statistics and report, from its data files (`python -m mscl claim-report`).
 
-`python -m mscl claim-report --runs results/metrics/all_runs.csv --out-dir DIR
-[--reference simdissim] [--metrics micro_f1 macro_f1 map macro_auc] [--headline-metrics
-micro_f1 macro_f1 map] [--alpha 0.05] [--batch-size B] [--datasets NAME...]`
+    python -m mscl claim-report --data-dir DIR --out-dir DIR [--figures-dir DIR]
+        [--docs docs/claim-check.md README.md [--check]] [--reference simdissim] [--alpha 0.05] [--margin 0.01]
 
-Reads the tidy CSV of `python -m mscl collect` (test split only). Runs of different methods
-share split, initialisation and batch order per seed, so every comparison is paired by seed:
-the reference method (default Sim-Dissim) minus each other method present on the dataset, over
-the seeds that have a finite value for both (other seeds are left out). Without --batch-size each
-(dataset, encoder role) uses the batch size most of its runs share (`collect.select_batch_size`);
-a dataset run with several encoder roles is reported once per role.
+Reads the files of `python -m mscl claim-export` (runs.csv, batch_size.csv, buckets.csv,
+convergence.csv, tuning.csv; fractions) and computes every comparison the protocol names
+(docs/claim-check.md, "Protocol"). Each comparison is the reference method (Sim-Dissim) minus
+another method on one dataset and one test metric, paired by seed:
 
-Statistics of one comparison (n pairs, differences d_i = reference - method, fractions):
-mean and sample std (ddof 1) of d; the 95% confidence interval of the mean difference
-(Student t, n - 1 degrees of freedom); the paired two-sided t-test p (t = mean / (std / sqrt n);
-all d equal to 0 gives t = 0, p = 1; all d equal and non-zero gives t = +-inf, p = 0); and the
-two-sided sign-flip permutation p: the share of sign patterns s whose |sum s_i d_i| reaches the
-observed |sum d_i|, over all 2^n patterns when n <= 16 ("exact"), else over 20,000 Monte-Carlo
-patterns from a fixed seed, p = (1 + hits) / (1 + draws) ("monte-carlo"). Fewer than 2 pairs:
-NaN statistics and the verdict "too few seeds".
+- n pairs, the mean difference d and its sample sd; the 95% confidence interval (Student t,
+  n - 1 df); p = the two-sided paired t-test (scipy.stats.ttest_rel);
+- p_holm: Holm's step-down adjustment (statsmodels multipletests) within the comparison's
+  family, one family per metric. The families are fixed in advance: `primary` (3 datasets x
+  ALL, ANY, MulSupCon = 9), `ablation` (x Sim only, Dissim only), `reference` (x no
+  pretraining, supervised BCE, logistic regression on inputs); the batch-size and long-tail
+  claims have families of their own;
+- p_tost: the two one-sided tests of equivalence within +-margin (statsmodels ttost_paired;
+  margin 1 point, declared in advance), Holm-adjusted in the same family (p_tost_holm);
+- mde80: the smallest |difference| a paired t-test at the family's strictest Holm level
+  (alpha / family size) detects with 80% power, given n and the observed sd (statsmodels
+  TTestPower);
+- verdict: "better" / "worse" when p_holm < alpha (by the sign of d); else "equivalent within
+  +-m points" when p_tost_holm < alpha; else "inconclusive". Never "tie".
 
-Multiple comparisons: the t-test p values are Holm-adjusted within one family per metric made
-of every dataset (x encoder role) x comparison with at least 2 pairs, so that the claim
-"consistently outperforms across datasets" is corrected for the number of comparisons it
-rests on. Verdict: "better" / "worse" (sign of the mean difference) when the Holm-adjusted
-p < alpha, else "no detectable difference".
-
-Writes into DIR, each atomically:
-- claim_summary.{csv,md,tex}: per dataset x method the number of seeds and the mean and
-  sample std of every metric (fractions in the CSV, "mean ± std" in percent in md/tex);
-- claim_tests.{csv,md,tex}: one row per dataset x metric x comparison (CSV in fractions,
-  md/tex in percentage points);
-- claim_differences.{pdf,png}: the paired differences per seed, with the mean and its 95% CI,
-  one panel per dataset (columns) x headline metric (rows);
-- claim_outcome.md: one sentence per dataset for the headline metrics against ALL, ANY and
-  MulSupCon, generated from the numbers above.
+Outputs in --out-dir: tests.csv (the comparisons above), batch_size_tests.csv,
+long_tail_tests.csv, claim_report.md (every generated section, for the Snakemake report) and
+the figures claim_differences, claim_convergence, claim_batch_size and claim_long_tail (png +
+pdf, into --figures-dir when given). `--docs FILE...` rewrites the generated blocks of those
+files, each between `<!-- claim-report:NAME -->` and `<!-- /claim-report:NAME -->`. With
+`--check` it only compares them and exits 1 when a block differs; the test suite runs this
+against the committed data. So every number in the claim's prose comes from this code.
 """
 
 from __future__ import annotations
 
-import functools
 import math
+import re
+import sys
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 from scipy import stats
 
 from mscl import cli
-from mscl.cli import (
-    CLAIM_ALPHA as DEFAULT_ALPHA,
-    CLAIM_HEADLINE_METRICS as DEFAULT_HEADLINE_METRICS,
-    CLAIM_METRICS as DEFAULT_METRICS,
-    CLAIM_REFERENCE as DEFAULT_REFERENCE,
-)
-from mscl.data.stats_table import latex_escape
 from mscl.errors import InputError
 from mscl.io import write_text
-from mscl.report.collect import load_runs, select_batch_size
-from mscl.report.style import (
-    ALL_METHOD_ORDER,
-    COLUMN_WIDTH_IN,
-    FULL_WIDTH_IN,
-    dataset_name,
-    encoder_name,
-    macro_f1_note,
-    method_colour,
-    method_name,
-    metric_name,
-)
+from mscl.report.style import COLUMN_WIDTH_IN, FULL_WIDTH_IN, dataset_name, method_colour, method_name, metric_name
 
-# The methods the outcome sentences compare the reference with (the paper's contrastive rivals).
-OUTCOME_METHODS = ("all", "any", "mulsupcon")
+REFERENCE = "simdissim"
+PRIMARY_RIVALS = ("all", "any", "mulsupcon")
+ABLATIONS = ("sim", "dissim")
+REFERENCE_METHODS = ("none", "bce", "logreg")
+FAMILIES = {"primary": PRIMARY_RIVALS, "ablation": ABLATIONS, "reference": REFERENCE_METHODS}
+METRICS = ("map", "micro_f1", "macro_f1", "macro_auc")  # map first: the headline metric
+HEADLINE = "map"
+ALPHA = 0.05
+MARGIN = 0.01  # the equivalence margin: 1 point, declared in the protocol before any run
+POWER = 0.8
 CONFIDENCE = 0.95
-EXACT_MAX_PAIRS = 16
-MONTE_CARLO_DRAWS = 20_000
-PERMUTATION_SEED = 0
-JITTER_SEED = 0
-
-BETTER, WORSE, NO_DIFFERENCE, TOO_FEW = "better", "worse", "no detectable difference", "too few seeds"
-SETTING = ["dataset", "encoder_role", "batch_size"]
+BETTER, WORSE, INCONCLUSIVE = "better", "worse", "inconclusive"
 TEST_COLUMNS = (
-    "dataset", "encoder_role", "batch_size", "metric", "reference", "method", "n_pairs", "seeds",
-    "mean_diff", "std_diff", "ci95_low", "ci95_high", "t_stat", "p_ttest", "p_perm", "perm_method",
-    "perm_draws", "p_holm", "holm_family_size", "alpha", "verdict",
-)
-SUMMARY_NAME, TESTS_NAME, FIGURE_NAME, OUTCOME_NAME = "claim_summary", "claim_tests", "claim_differences", "claim_outcome"
+    "dataset", "comparison", "metric", "family", "n", "mean_diff", "sd_diff", "ci_low", "ci_high", "p", "p_holm",
+    "holm_family_size", "margin", "p_tost", "p_tost_holm", "mde80", "verdict",
+)  # fmt: skip
+DATA_FILES = ("runs.csv", "batch_size.csv", "buckets.csv", "convergence.csv", "tuning.csv")
+BLOCK = re.compile(r"(<!-- claim-report:(?P<name>[a-z_]+) -->\n)(?P<body>.*?)(<!-- /claim-report:(?P=name) -->)", re.DOTALL)
+
+
+def equivalent(margin: float) -> str:
+    return f"equivalent within ±{margin * 100:g} point{'s' if margin * 100 != 1 else ''}"
 
 
 # -------------------------------------------------------------------------- statistics
 
 
-@functools.lru_cache(maxsize=EXACT_MAX_PAIRS + 1)
-def _all_sign_patterns(n: int) -> np.ndarray:
-    """Every one of the 2^n sign patterns as rows of +-1 (float)."""
-    bits = (np.arange(2**n, dtype=np.int64)[:, None] >> np.arange(n, dtype=np.int64)) & 1
-    return (1 - 2 * bits).astype(np.float64)
+def paired_statistics(differences: Sequence[float], margin: float) -> dict[str, float]:
+    """n, mean, sd, 95% CI, two-sided paired t p and TOST p of paired differences (fractions)."""
+    from statsmodels.stats.weightstats import ttost_paired
 
-
-def sign_flip_p(differences: Sequence[float], draws: int = MONTE_CARLO_DRAWS, seed: int = PERMUTATION_SEED) -> tuple[float, str, int]:
-    """(two-sided p, "exact" | "monte-carlo", patterns used) of the paired sign-flip test.
-
-    The statistic is |sum d_i|; p is the share of sign patterns whose |sum s_i d_i| is at least
-    the observed one (the observed pattern included). All 2^n patterns when n <= 16, else
-    `draws` seeded random patterns with p = (1 + hits) / (1 + draws).
-    """
     d = np.asarray(differences, dtype=np.float64)
-    n = d.size
-    if n == 0:
-        return math.nan, "exact", 0
-    observed = abs(float(d.sum()))
-    tolerance = 1e-12 * float(np.abs(d).sum())  # sums of the same numbers in another order
-    if n <= EXACT_MAX_PAIRS:
-        sums = np.abs(_all_sign_patterns(n) @ d)
-        return float(np.mean(sums >= observed - tolerance)), "exact", 2**n
-    signs = np.random.default_rng(seed).choice(np.array([-1.0, 1.0]), size=(draws, n))
-    hits = int(np.count_nonzero(np.abs(signs @ d) >= observed - tolerance))
-    return (1 + hits) / (1 + draws), "monte-carlo", draws
-
-
-def paired_statistics(differences: Sequence[float]) -> dict[str, float]:
-    """n, mean, sample std, 95% CI (Student t) and two-sided t-test p of paired differences."""
-    d = np.asarray(differences, dtype=np.float64)
-    n = d.size
-    out = {"n_pairs": n, "mean_diff": math.nan, "std_diff": math.nan, "ci95_low": math.nan, "ci95_high": math.nan, "t_stat": math.nan, "p_ttest": math.nan}
+    n = int(d.size)
+    out = dict(n=n, mean_diff=math.nan, sd_diff=math.nan, ci_low=math.nan, ci_high=math.nan, p=math.nan, p_tost=math.nan)
     if n == 0:
         return out
     out["mean_diff"] = mean = float(d.mean())
     if n < 2:
         return out
-    out["std_diff"] = std = float(d.std(ddof=1))
-    se = std / math.sqrt(n)
-    half = float(stats.t.ppf(0.5 + CONFIDENCE / 2, n - 1)) * se
-    out["ci95_low"], out["ci95_high"] = mean - half, mean + half
-    if se == 0:  # every difference equal: no spread to test against
-        out["t_stat"] = 0.0 if mean == 0 else math.copysign(math.inf, mean)
-        out["p_ttest"] = 1.0 if mean == 0 else 0.0
-    else:
-        out["t_stat"] = t = mean / se
-        out["p_ttest"] = float(2 * stats.t.sf(abs(t), n - 1))
+    out["sd_diff"] = sd = float(d.std(ddof=1))
+    if sd == 0:  # identical differences: no spread to test against
+        out.update(ci_low=mean, ci_high=mean, p=1.0 if mean == 0 else 0.0, p_tost=0.0 if abs(mean) < margin else 1.0)
+        return out
+    half = float(stats.t.ppf(0.5 + CONFIDENCE / 2, n - 1)) * sd / math.sqrt(n)
+    out.update(ci_low=mean - half, ci_high=mean + half)
+    out["p"] = float(stats.ttest_1samp(d, 0.0).pvalue)  # = ttest_rel(reference, other)
+    out["p_tost"] = float(ttost_paired(d, np.zeros_like(d), -margin, margin)[0])
     return out
 
 
-def holm_adjust(pvalues: Sequence[float]) -> np.ndarray:
-    """Holm step-down adjusted p values; NaN entries stay NaN and are not counted in the family."""
+def holm(pvalues: Sequence[float]) -> np.ndarray:
+    """Holm-adjusted p (statsmodels); NaN entries stay NaN and are not counted."""
+    from statsmodels.stats.multitest import multipletests
+
     p = np.asarray(pvalues, dtype=np.float64)
     adjusted = np.full(p.shape, math.nan)
-    finite = np.flatnonzero(np.isfinite(p))
-    family = len(finite)
-    running = 0.0
-    for rank, index in enumerate(finite[np.argsort(p[finite], kind="stable")]):
-        running = max(running, min(1.0, (family - rank) * p[index]))
-        adjusted[index] = running
+    finite = np.isfinite(p)
+    if finite.any():
+        adjusted[finite] = multipletests(p[finite], method="holm")[1]
     return adjusted
 
 
-def verdict(n_pairs: int, mean_diff: float, p_holm: float, alpha: float) -> str:
-    """better / worse when the Holm-adjusted p is below alpha, else no detectable difference."""
-    if n_pairs < 2 or not math.isfinite(p_holm):
-        return TOO_FEW
+def minimum_detectable_difference(n: int, sd: float, alpha: float, power: float = POWER) -> float:
+    """Smallest |mean difference| a two-sided paired t-test at `alpha` detects with `power`."""
+    from statsmodels.stats.power import TTestPower
+
+    if n < 2 or not math.isfinite(sd):
+        return math.nan
+    if sd == 0:
+        return 0.0
+    return float(TTestPower().solve_power(nobs=n, alpha=alpha, power=power, alternative="two-sided")) * sd
+
+
+def verdict(mean_diff: float, p_holm: float, p_tost_holm: float, alpha: float, margin: float) -> str:
+    if not math.isfinite(p_holm):
+        return "too few seeds"
     if p_holm < alpha:
         return BETTER if mean_diff > 0 else WORSE
-    return NO_DIFFERENCE
+    if math.isfinite(p_tost_holm) and p_tost_holm < alpha:
+        return equivalent(margin)
+    return INCONCLUSIVE
 
 
-# ----------------------------------------------------------------------------- inputs
-
-
-def method_sort_key(method: str) -> tuple[int, str]:
-    """Report order: style.ALL_METHOD_ORDER, then unknown keys alphabetically."""
-    return (ALL_METHOD_ORDER.index(method), "") if method in ALL_METHOD_ORDER else (len(ALL_METHOD_ORDER), method)
-
-
-def ordered_methods(methods: Sequence[str]) -> list[str]:
-    return sorted(set(methods), key=method_sort_key)
-
-
-def claim_runs(
-    runs: pd.DataFrame,
-    reference: str = DEFAULT_REFERENCE,
-    metrics: Sequence[str] = DEFAULT_METRICS,
-    batch_size: int | None = None,
-    datasets: Sequence[str] | None = None,
-    source: str | Path | None = None,
-) -> pd.DataFrame:
-    """The test-split rows the claim check uses, validated (InputError naming `source` otherwise)."""
-    test = runs[runs["split"] == "test"]
-    if test.empty:
-        raise InputError(source, "no test-split rows", "collect the probe runs' metrics.json (their 'test' section) with `python -m mscl collect`", field="split")
-    if datasets:
-        unknown = sorted(set(datasets) - set(test["dataset"]))
-        if unknown:
-            raise InputError(source, f"dataset(s) {unknown} have no test results", f"pass --datasets with some of {sorted(test['dataset'].unique())}", field="dataset")
-        test = test[test["dataset"].isin(list(datasets))]
-    test = select_batch_size(test, batch_size)
-    if test.empty:
-        raise InputError(source, f"no test-split rows at batch size {batch_size}", f"pass --batch-size with one of {sorted(runs['batch_size'].unique())}", field="batch_size")
-    absent = [m for m in metrics if m not in set(test["metric"])]
-    if absent:
-        raise InputError(source, f"metric {absent[0]!r} has no test results", f"pass --metrics with some of {sorted(test['metric'].unique())}", field="metric")
-    test = test[test["metric"].isin(list(metrics))]
-    if reference not in set(test["loss"]):
-        raise InputError(source, f"reference method {reference!r} has no test results", f"run its seeds, or pass --reference with one of {ordered_methods(test['loss'])}", field="loss")
-    with_reference = test.loc[test["loss"] == reference, SETTING].drop_duplicates()
-    without = test[SETTING].drop_duplicates().merge(with_reference, how="left", indicator=True).query("_merge == 'left_only'")
-    if not without.empty:
-        names = sorted(without["dataset"].unique())
-        raise InputError(source, f"reference method {reference!r} has no test results on {names}", "run its seeds there, or leave those datasets out with --datasets", field="loss")
-    keys = [*SETTING, "loss", "seed", "metric"]
-    duplicated = test.duplicated(keys)
-    if duplicated.any():
-        first = test.loc[duplicated].iloc[0]
-        raise InputError(source, f"run {dict(first[keys])} appears twice (several encoders in one role?)", "map one encoder per role in `collect --roles`", field="encoder_role")
-    return test.reset_index(drop=True)
-
-
-def seed_table(runs: pd.DataFrame) -> pd.DataFrame:
-    """Values indexed by (dataset, encoder_role, batch_size, metric, seed), one column per method."""
-    return runs.set_index([*SETTING, "metric", "seed", "loss"])["value"].unstack("loss").sort_index()
-
-
-def settings_of(runs: pd.DataFrame) -> list[tuple[str, str, int]]:
-    """(dataset, encoder_role, batch_size) in report order: datasets sorted, then role."""
-    return sorted({(str(d), str(r), int(b)) for d, r, b in runs[SETTING].itertuples(index=False)})
-
-
-def setting_label(setting: tuple[str, str, int], settings: Sequence[tuple[str, str, int]]) -> str:
-    """Display name of a dataset, with the encoder when the dataset was run with several."""
-    dataset, role, _ = setting
-    roles = {r for d, r, _ in settings if d == dataset}
-    return dataset_name(dataset) + (f" ({encoder_name(role)})" if len(roles) > 1 else "")
-
-
-# ------------------------------------------------------------------------ computations
-
-
-def summary_frame(runs: pd.DataFrame, metrics: Sequence[str]) -> pd.DataFrame:
-    """Per setting x method: seeds, and mean, sample std (ddof 1) and count of finite values per metric."""
-    rows = []
-    for setting in settings_of(runs):
-        in_setting = runs[(runs[SETTING] == pd.Series(setting, index=SETTING)).all(axis=1)]
-        for method in ordered_methods(in_setting["loss"]):
-            of_method = in_setting[in_setting["loss"] == method]
-            row: dict[str, object] = dict(zip(SETTING, setting)) | {"method": method, "method_name": method_name(method), "n_seeds": int(of_method["seed"].nunique())}
-            for metric in metrics:
-                values = of_method.loc[of_method["metric"] == metric, "value"].dropna().to_numpy(dtype=np.float64)
-                row[f"{metric}_mean"] = float(values.mean()) if values.size else math.nan
-                row[f"{metric}_std"] = float(values.std(ddof=1)) if values.size > 1 else math.nan
-                row[f"{metric}_n"] = int(values.size)
-            rows.append(row)
-    return pd.DataFrame(rows)
-
-
-def paired_differences(runs: pd.DataFrame, reference: str, metrics: Sequence[str]) -> pd.DataFrame:
-    """One row per (setting, metric, compared method, common seed): diff = reference - method (fraction)."""
-    table = seed_table(runs)
-    rows = []
-    for setting in settings_of(runs):
-        methods = [m for m in ordered_methods(runs.loc[(runs[SETTING] == pd.Series(setting, index=SETTING)).all(axis=1), "loss"]) if m != reference]
-        for metric in metrics:
-            key = (*setting, metric)
-            if key not in table.index.droplevel("seed"):
-                continue
-            block = table.loc[key]
-            for method in methods:
-                both = block[[reference, method]].dropna()
-                for seed, (ours, theirs) in zip(both.index, both.to_numpy()):
-                    rows.append(dict(zip(SETTING, setting)) | {"metric": metric, "method": method, "seed": int(seed), "diff": float(ours - theirs)})
-    return pd.DataFrame(rows, columns=[*SETTING, "metric", "method", "seed", "diff"])
-
-
-def tests_frame(runs: pd.DataFrame, reference: str = DEFAULT_REFERENCE, metrics: Sequence[str] = DEFAULT_METRICS, alpha: float = DEFAULT_ALPHA) -> pd.DataFrame:
-    """One row per setting x metric x comparison (TEST_COLUMNS), Holm-adjusted per metric."""
-    diffs = paired_differences(runs, reference, metrics)
-    rows = []
-    for setting in settings_of(runs):
-        methods = [m for m in ordered_methods(runs.loc[(runs[SETTING] == pd.Series(setting, index=SETTING)).all(axis=1), "loss"]) if m != reference]
-        for metric in metrics:
-            for method in methods:
-                pairs = diffs[(diffs[SETTING] == pd.Series(setting, index=SETTING)).all(axis=1) & (diffs["metric"] == metric) & (diffs["method"] == method)]
-                d = pairs["diff"].to_numpy(dtype=np.float64)
-                row = dict(zip(SETTING, setting)) | {"metric": metric, "reference": reference, "method": method, "seeds": ";".join(str(s) for s in sorted(pairs["seed"]))}
-                row |= paired_statistics(d)
-                if d.size >= 2:
-                    row["p_perm"], row["perm_method"], row["perm_draws"] = sign_flip_p(d)
-                else:
-                    row["p_perm"], row["perm_method"], row["perm_draws"] = math.nan, "", 0
-                rows.append(row)
-    frame = pd.DataFrame(rows, columns=[c for c in TEST_COLUMNS if c not in ("p_holm", "holm_family_size", "alpha", "verdict")])
-    frame["p_holm"] = math.nan
+def adjust_families(frame: pd.DataFrame, alpha: float, margin: float, family_keys: Sequence[str]) -> pd.DataFrame:
+    """Holm (t-test and TOST p), family size, mde80 and verdict per family = `family_keys` values."""
+    frame = frame.copy()
+    for column in ("p_holm", "p_tost_holm", "mde80"):
+        frame[column] = math.nan
     frame["holm_family_size"] = 0
-    for metric in metrics:  # one Holm family per metric: every setting x comparison together
-        family = frame.index[frame["metric"] == metric]
-        frame.loc[family, "p_holm"] = holm_adjust(frame.loc[family, "p_ttest"].to_numpy(dtype=np.float64))
-        frame.loc[family, "holm_family_size"] = int(np.isfinite(frame.loc[family, "p_ttest"].to_numpy(dtype=np.float64)).sum())
-    frame["alpha"] = alpha
-    frame["verdict"] = [verdict(int(r.n_pairs), r.mean_diff, r.p_holm, alpha) for r in frame.itertuples()]
-    return frame[list(TEST_COLUMNS)]
+    for _, index in frame.groupby(list(family_keys), sort=False).groups.items():
+        size = int(np.isfinite(frame.loc[index, "p"].to_numpy(dtype=float)).sum())
+        frame.loc[index, "p_holm"] = holm(frame.loc[index, "p"].to_numpy(dtype=float))
+        frame.loc[index, "p_tost_holm"] = holm(frame.loc[index, "p_tost"].to_numpy(dtype=float))
+        frame.loc[index, "holm_family_size"] = size
+        frame.loc[index, "mde80"] = [minimum_detectable_difference(int(r.n), r.sd_diff, alpha / max(size, 1)) for r in frame.loc[index].itertuples()]
+    frame["margin"] = margin
+    frame["verdict"] = [verdict(r.mean_diff, r.p_holm, r.p_tost_holm, alpha, margin) for r in frame.itertuples()]
+    return frame
 
 
-# -------------------------------------------------------------------------- rendering
+# ------------------------------------------------------------------------------- data
 
 
-def percent(value: float, decimals: int = 1, signed: bool = False) -> str:
-    """A fraction as percent (points) text; rounding never shows "-0.0"."""
+def load_data(data_dir: Path) -> dict[str, pd.DataFrame]:
+    """The claim-export files as frames; InputError naming a missing or malformed one."""
+    frames = {}
+    for name in DATA_FILES:
+        path = Path(data_dir) / name
+        try:
+            frames[name.removesuffix(".csv")] = pd.read_csv(path)
+        except FileNotFoundError:
+            raise InputError(path, "claim data file not found", "run `python -m mscl claim-export` (the claim DAG writes it)") from None
+        except (pd.errors.ParserError, pd.errors.EmptyDataError) as error:
+            raise InputError(path, f"not a readable CSV ({error})", "rerun `python -m mscl claim-export`") from None
+    runs = frames["runs"]
+    missing = [c for c in ("dataset", "method", "seed", "split", *METRICS, "commit") if c not in runs.columns]
+    if missing:
+        raise InputError(Path(data_dir) / "runs.csv", f"columns {missing} are missing", "rerun `python -m mscl claim-export`", field=missing[0])
+    return frames
+
+
+def datasets_of(runs: pd.DataFrame) -> list[str]:
+    """Datasets in report order: yeast, fashion_mnist, debtags, then any other alphabetically."""
+    order = ("yeast", "fashion_mnist", "debtags")
+    present = set(runs["dataset"])
+    return [d for d in order if d in present] + sorted(present - set(order))
+
+
+def seed_values(frame: pd.DataFrame, dataset: str, method: str, metric: str, split: str = "test", **where: Any) -> pd.Series:
+    rows = frame[(frame["dataset"] == dataset) & (frame["method"] == method) & (frame["split"] == split)]
+    for column, value in where.items():
+        rows = rows[rows[column] == value]
+    return rows.set_index("seed")[metric].dropna()
+
+
+def paired(frame: pd.DataFrame, dataset: str, reference: str, other: str, metric: str, split: str = "test", **where: Any) -> pd.Series:
+    """reference - other per common seed."""
+    ours, theirs = seed_values(frame, dataset, reference, metric, split, **where), seed_values(frame, dataset, other, metric, split, **where)
+    common = ours.index.intersection(theirs.index).sort_values()
+    return ours[common] - theirs[common]
+
+
+# ------------------------------------------------------------------------- comparisons
+
+
+def comparison_tests(runs: pd.DataFrame, reference: str, alpha: float, margin: float) -> pd.DataFrame:
+    """tests.csv: every family's comparisons on every metric, Holm per (family, metric)."""
+    rows = []
+    for family, rivals in FAMILIES.items():
+        for metric in METRICS:
+            for dataset in datasets_of(runs):
+                for rival in rivals:
+                    d = paired(runs, dataset, reference, rival, metric)
+                    if d.empty:
+                        continue
+                    rows.append({"dataset": dataset, "comparison": rival, "metric": metric, "family": family, **paired_statistics(d.to_numpy(), margin)})
+    frame = pd.DataFrame(rows)
+    if frame.empty:
+        raise InputError(None, f"no seed has results for {method_name(reference)} and another method", "run the claim DAG (or pass --reference)", field="method")
+    return adjust_families(frame, alpha, margin, ["family", "metric"])[list(TEST_COLUMNS)]
+
+
+def batch_size_tests(batch: pd.DataFrame, reference: str, alpha: float, margin: float) -> pd.DataFrame:
+    """The batch-size claim: reference minus each primary rival at every batch size (test mAP,
+    micro- and macro-F1), Holm per metric over batch sizes x rivals."""
+    rows = []
+    for dataset in datasets_of(batch):
+        sizes = sorted(batch.loc[batch["dataset"] == dataset, "batch_size"].unique())
+        if len(sizes) < 2:
+            continue
+        for metric in METRICS[:3]:
+            for size in sizes:
+                for rival in PRIMARY_RIVALS:
+                    d = paired(batch, dataset, reference, rival, metric, batch_size=size)
+                    if not d.empty:
+                        rows.append({"dataset": dataset, "batch_size": int(size), "comparison": rival, "metric": metric, "family": "batch_size", **paired_statistics(d.to_numpy(), margin)})
+    frame = pd.DataFrame(rows)
+    return adjust_families(frame, alpha, margin, ["dataset", "metric"]) if not frame.empty else frame
+
+
+def long_tail_tests(buckets: pd.DataFrame, reference: str, alpha: float, margin: float) -> pd.DataFrame:
+    """The long-tail claim: does the reference gain more over each primary rival on tail labels
+    than on head labels? Per seed (tail gain - head gain) in bucket macro-F1 (the paper's bucket
+    metric) and mAP; Holm per metric over datasets x rivals."""
+    rows = []
+    for metric in ("macro_f1", "map"):
+        for dataset in datasets_of(buckets):
+            for rival in PRIMARY_RIVALS:
+                gains = {}
+                for bucket in ("head", "tail"):
+                    frame = buckets[buckets["bucket"] == bucket].assign(split="test")
+                    gains[bucket] = paired(frame, dataset, reference, rival, metric)
+                common = gains["head"].index.intersection(gains["tail"].index)
+                if common.empty:
+                    continue
+                excess = gains["tail"][common] - gains["head"][common]
+                row = {"dataset": dataset, "comparison": rival, "metric": metric, "family": "long_tail",
+                       "head_gain": float(gains["head"][common].mean()), "tail_gain": float(gains["tail"][common].mean())}  # fmt: skip
+                rows.append(row | paired_statistics(excess.to_numpy(), margin))
+    frame = pd.DataFrame(rows)
+    return adjust_families(frame, alpha, margin, ["metric"]) if not frame.empty else frame
+
+
+def eq12_identity(runs: pd.DataFrame) -> list[dict[str, Any]]:
+    """Per dataset with Eq. 12 runs: seeds x splits x metrics compared with ANY, and the largest |difference|."""
+    out = []
+    for dataset in datasets_of(runs):
+        largest, compared = 0.0, 0
+        for split in ("val", "test"):
+            for metric in METRICS:
+                d = paired(runs, dataset, "eq12", "any", metric, split)
+                if not d.empty:
+                    largest, compared = max(largest, float(d.abs().max())), compared + d.size
+        if compared:
+            seeds = int(len(seed_values(runs, dataset, "eq12", METRICS[0])))
+            out.append({"dataset": dataset, "seeds": seeds, "values": compared, "max_abs_diff": largest})
+    return out
+
+
+def bce_check(runs: pd.DataFrame, margin: float) -> list[dict[str, Any]]:
+    """The setup check: supervised BCE against logistic regression on the inputs, per dataset (test mAP)."""
+    out = []
+    for dataset in datasets_of(runs):
+        d = paired(runs, dataset, "bce", "logreg", HEADLINE)
+        if not d.empty:
+            out.append({"dataset": dataset, **paired_statistics(d.to_numpy(), margin), "passes": bool(d.mean() >= 0)})
+    return out
+
+
+# --------------------------------------------------------------------------- rendering
+
+
+def points(value: float, decimals: int = 1, signed: bool = False) -> str:
+    """A fraction as percentage points; never "-0.0"."""
+    if not math.isfinite(value):
+        return "n/a"
     shown = round(value * 100, decimals) + 0.0
     return f"{shown:+.{decimals}f}" if signed else f"{shown:.{decimals}f}"
 
@@ -315,251 +295,376 @@ def format_p(p: float) -> str:
     return "< 0.001" if p < 0.001 else f"{p:.3f}"
 
 
-def p_clause(name: str, p: float) -> str:
-    """'Holm p = 0.310' or 'Holm p < 0.001'."""
-    text = format_p(p)
-    return f"{name} {text}" if text.startswith("<") else f"{name} = {text}"
-
-
-def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[str]], aligns: str) -> list[str]:
+def table(headers: Sequence[str], rows: Sequence[Sequence[str]], aligns: str) -> str:
     lines = ["| " + " | ".join(headers) + " |", "|" + "|".join(":---" if a == "l" else "---:" for a in aligns) + "|"]
-    return lines + ["| " + " | ".join(cell.replace("|", r"\|") for cell in row) + " |" for row in rows]
+    return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in rows]) + "\n"
 
 
-def latex_table(headers: Sequence[str], rows: Sequence[Sequence[str]], aligns: str, notes: Sequence[str], groups: Sequence[int] = ()) -> str:
-    """booktabs tabular (cells already LaTeX); a \\midrule before each row index in `groups`."""
-    lines = [rf"\begin{{tabular}}{{@{{}}{aligns}@{{}}}}", r"\toprule", " & ".join(headers) + r" \\", r"\midrule"]
-    for number, row in enumerate(rows):
-        if number in groups and number:
-            lines.append(r"\midrule")
-        lines.append(" & ".join(row) + r" \\")
-    lines.append(r"\bottomrule")
-    lines += [rf"\multicolumn{{{len(headers)}}}{{@{{}}l}}{{\footnotesize {note}}} \\" for note in notes]
-    lines.append(r"\end{tabular}")
-    return "\n".join(lines) + "\n"
+def difference_cell(row: Any) -> str:
+    return f"{points(row.mean_diff, 2, True)} [{points(row.ci_low, 2, True)}, {points(row.ci_high, 2, True)}]"
 
 
-def summary_cell(row: pd.Series, metric: str, flavour: str) -> str:
-    mean, std = row[f"{metric}_mean"], row[f"{metric}_std"]
-    if not math.isfinite(mean):
-        return "--" if flavour == "latex" else "missing"
-    text = percent(mean)
-    if math.isfinite(std):
-        text += (r" $\pm$ " if flavour == "latex" else " ± ") + percent(std)
-    return text
-
-
-def definition_sentence(metrics: Sequence[str], settings: Sequence[tuple[str, str, int]]) -> str | None:
-    """The macro-F1 definition of the datasets shown (`style.macro_f1_note`), when macro_f1 is among the metrics."""
-    return macro_f1_note(setting[0] for setting in settings) if "macro_f1" in metrics else None
-
-
-def render_summary(summary: pd.DataFrame, metrics: Sequence[str], settings: Sequence[tuple[str, str, int]]) -> dict[str, str]:
-    """claim_summary as {".csv", ".md", ".tex"} texts."""
-    headers = ["Dataset", "Method", "Seeds", *(metric_name(m) for m in metrics)]
-    md_rows, tex_rows, groups = [], [], []
-    for setting in settings:
-        block = summary[(summary[SETTING] == pd.Series(setting, index=SETTING)).all(axis=1)]
-        groups.append(len(md_rows))
-        for _, row in block.iterrows():
-            label = setting_label(setting, settings)
-            md_rows.append([label, row["method_name"], str(row["n_seeds"]), *(summary_cell(row, m, "md") for m in metrics)])
-            tex_rows.append([latex_escape(label), latex_escape(row["method_name"]), str(row["n_seeds"]), *(summary_cell(row, m, "latex") for m in metrics)])
-    definition = definition_sentence(metrics, settings)
-    caption = "Test-split results per dataset and method: mean ± sample std (ddof 1) over seeds, in percent; missing: no result." + (f" {definition}." if definition else "")
-    md = "\n".join([caption, "", *markdown_table(headers, md_rows, "ll" + "r" * (1 + len(metrics)))]) + "\n"
-    notes = [r"Mean $\pm$ sample std over seeds, in percent; --: no result.", *([latex_escape(definition) + "."] if definition else [])]
-    tex = latex_table([latex_escape(h) for h in headers], tex_rows, "ll" + "r" * (1 + len(metrics)), notes, groups)
-    return {".csv": frame_csv(summary), ".md": md, ".tex": tex}
-
-
-def holm_definition(tests: pd.DataFrame, metrics: Sequence[str]) -> str:
-    sizes = ", ".join(f"{metric_name(m)} m = {int(tests.loc[tests['metric'] == m, 'holm_family_size'].max() if (tests['metric'] == m).any() else 0)}" for m in metrics)
-    return (
-        "Holm p: the t-test p values Holm-adjusted within one family per metric made of every dataset x comparison "
-        f"with at least 2 pairs ({sizes}), so that a claim across datasets is corrected for the number of comparisons."
-    )
-
-
-def render_tests(tests: pd.DataFrame, reference: str, metrics: Sequence[str], alpha: float, settings: Sequence[tuple[str, str, int]]) -> dict[str, str]:
-    """claim_tests as {".csv", ".md", ".tex"} texts."""
-    headers = ["Dataset", "Metric", "Comparison", "n", "Mean diff (pts)", "95% CI (pts)", "p (t)", "p (perm.)", "Holm p", "Verdict"]
-    md_rows, tex_rows, groups = [], [], []
-    ref_name = method_name(reference)
-    previous = None
-    for row in tests.itertuples(index=False):
-        setting = (row.dataset, row.encoder_role, row.batch_size)
-        if setting != previous:
-            groups.append(len(md_rows))
-            previous = setting
-        finite = math.isfinite(row.ci95_low)
-        ci = f"[{percent(row.ci95_low, 2, True)}, {percent(row.ci95_high, 2, True)}]" if finite else "n/a"
-        mean = percent(row.mean_diff, 2, True) if math.isfinite(row.mean_diff) else "n/a"
-        perm = format_p(row.p_perm) + (" (MC)" if row.perm_method == "monte-carlo" else "")
-        cells = [setting_label(setting, settings), metric_name(row.metric), f"{ref_name} − {method_name(row.method)}", str(row.n_pairs), mean, ci, format_p(row.p_ttest), perm, format_p(row.p_holm), row.verdict]
-        md_rows.append(cells)
-        tex_rows.append([latex_escape(c.replace("−", "-")).replace("<", "$<$") for c in cells])
-    caption = (
-        f"Paired comparisons on the test split: {ref_name} minus each method, in percentage points, paired by seed "
-        "(n: seeds with a result for both methods; other seeds are left out). 95% CI: Student t with n - 1 df. "
-        "p (t): paired two-sided t-test. p (perm.): two-sided sign-flip permutation test, exact over all 2^n sign "
-        f"patterns for n <= {EXACT_MAX_PAIRS}, else {MONTE_CARLO_DRAWS:,} seeded Monte-Carlo draws (MC). "
-        + holm_definition(tests, metrics)
-        + f' Verdict: "better" / "worse" by the sign of the mean difference when Holm p < {alpha:g}, else "no detectable difference"; '
-        '"too few seeds" below 2 pairs.'
-    )
-    definition = definition_sentence(metrics, settings)
-    if definition:
-        caption += f" {definition}."
-    md = "\n".join([caption, "", *markdown_table(headers, md_rows, "lllrrrrrrl")]) + "\n"
-    notes = [
-        rf"Differences in points, {latex_escape(ref_name)} minus method, paired by seed; CI: Student t.",
-        rf"p (perm.): sign flips, exact for n $\le$ {EXACT_MAX_PAIRS}, else {MONTE_CARLO_DRAWS:,} draws (MC).",
-        rf"Holm: per metric, over all datasets $\times$ comparisons; verdict at $\alpha$ = {alpha:g}.",
-        *([latex_escape(definition) + "."] if definition else []),
-    ]
-    tex = latex_table([latex_escape(h) for h in headers], tex_rows, "lllrrrrrrl", notes, groups)
-    return {".csv": frame_csv(tests), ".md": md, ".tex": tex}
-
-
-def outcome_text(tests: pd.DataFrame, runs: pd.DataFrame, reference: str, headline: Sequence[str], alpha: float, source: str) -> str:
-    """claim_outcome.md: one generated sentence per dataset, then the tally of verdicts."""
-    ref_name = method_name(reference)
-    rivals = [m for m in OUTCOME_METHODS if m != reference]
-    settings = settings_of(runs)
-    lines = [
-        f"# Claim check: {ref_name} vs {', '.join(method_name(m) for m in rivals)}",
-        "",
-        f"Generated by `python -m mscl claim-report` from {source}: test split; differences are {ref_name} minus the "
-        f"other method in percentage points, paired by seed; Holm-adjusted t-test p per metric over all datasets x "
-        f"comparisons; verdicts at alpha = {alpha:g}.",
-        "",
-    ]
-    tally: dict[str, int] = {}
-    for setting in settings:
-        in_setting = (runs[SETTING] == pd.Series(setting, index=SETTING)).all(axis=1)
-        seeds = runs.loc[in_setting & (runs["loss"] == reference), "seed"].nunique()
-        clauses = []
-        for method in rivals:
-            rows = tests[(tests[SETTING] == pd.Series(setting, index=SETTING)).all(axis=1) & (tests["method"] == method)]
-            if rows.empty:
-                clauses.append(f"no {method_name(method)} runs")
+def comparisons_table(tests: pd.DataFrame, metrics: Sequence[str]) -> str:
+    """One row per dataset x comparison; per metric the difference [CI], Holm p and verdict."""
+    headers = ["Dataset", "Sim-Dissim minus"] + [f"{metric_name(m)}: Δ [95% CI], Holm p, verdict" for m in metrics]
+    rows = []
+    for (dataset, comparison), block in tests.groupby(["dataset", "comparison"], sort=False):
+        cells = [dataset_name(dataset), method_name(comparison)]
+        for metric in metrics:
+            match = block[block["metric"] == metric]
+            if match.empty:
+                cells.append("n/a")
                 continue
-            for metric in headline:
-                row = rows[rows["metric"] == metric].iloc[0]
-                head = f"{ref_name} vs {method_name(method)} {metric_name(metric)}"
-                tally[row["verdict"]] = tally.get(row["verdict"], 0) + 1
-                if row["verdict"] == TOO_FEW:
-                    clauses.append(f"{head}: {TOO_FEW} ({row['n_pairs']} pair{'s' if row['n_pairs'] != 1 else ''})")
-                    continue
-                clauses.append(
-                    f"{head} {percent(row['mean_diff'], 2, True)} points [95% CI {percent(row['ci95_low'], 2, True)}, "
-                    f"{percent(row['ci95_high'], 2, True)}], {p_clause('Holm p', row['p_holm'])} ({row['verdict']})"
-                )
-        lines += [f"{setting_label(setting, settings)} ({seeds} seed{'s' if seeds != 1 else ''}): " + "; ".join(clauses) + ".", ""]
-    counts = ", ".join(f"{label} {tally.get(label, 0)}" for label in (BETTER, WORSE, NO_DIFFERENCE, TOO_FEW))
-    total = sum(tally.values())
-    lines.append(f"In all: {total} comparison{'s' if total != 1 else ''} of {ref_name} ({len(settings)} dataset{'s' if len(settings) != 1 else ''} x rivals x metrics): {counts}.")
-    return "\n".join(lines) + "\n"
+            r = next(match.itertuples())
+            cells.append(f"{difference_cell(r)}, {format_p(r.p_holm)}, {r.verdict}")
+        rows.append(cells)
+    return table(headers, rows, "ll" + "l" * len(metrics))
 
 
-def frame_csv(frame: pd.DataFrame) -> str:
-    return frame.to_csv(index=False, lineterminator="\n", float_format="%.17g")
+def summary_table(runs: pd.DataFrame) -> str:
+    """Mean ± sd (n) of every test metric per dataset and method."""
+    from mscl.report.style import ALL_METHOD_ORDER
+
+    rows = []
+    test = runs[runs["split"] == "test"]
+    for dataset in datasets_of(runs):
+        methods = sorted(test.loc[test["dataset"] == dataset, "method"].unique(), key=lambda m: ALL_METHOD_ORDER.index(m) if m in ALL_METHOD_ORDER else 99)
+        for method in methods:
+            block = test[(test["dataset"] == dataset) & (test["method"] == method)]
+            cells = [dataset_name(dataset), method_name(method), str(block["seed"].nunique())]
+            for metric in METRICS:
+                values = block[metric].dropna().to_numpy(dtype=float)
+                cells.append(f"{points(values.mean())} ± {points(values.std(ddof=1))}" if values.size > 1 else points(values.mean()) if values.size else "n/a")
+            rows.append(cells)
+    return table(["Dataset", "Method", "Seeds", *(metric_name(m) for m in METRICS)], rows, "llr" + "r" * len(METRICS))
 
 
-# ----------------------------------------------------------------------------- figure
+def tuning_table(tuning: pd.DataFrame) -> str:
+    """The chosen setting per dataset and tuned method, with its mean val metric and the grid's range."""
+    rows = []
+    for (dataset, method, batch), block in tuning.groupby(["dataset", "method", "batch_size"], sort=False):
+        means = block.groupby("setting", sort=False)["value"].mean()
+        chosen = block.loc[block["chosen"].astype(str) == "True", "setting"].iloc[0]
+        metric = block["metric"].iloc[0]
+        rows.append([dataset_name(dataset), method_name(method), str(int(batch)), f"`{chosen}`", f"{points(means[chosen])}", f"{points(means.min())}–{points(means.max())}", str(len(means)), str(block["seed"].nunique())])
+    return table(["Dataset", "Method", "Batch", "Chosen setting", f"Val {metric_name(metric)} (chosen)", "Val range over grid", "Settings", "Tuning seeds"], rows, "llrlrrrr")
 
 
-def differences_figure(runs: pd.DataFrame, tests: pd.DataFrame, reference: str, metrics: Sequence[str]):
-    """(figure, plotted data): per dataset (columns) x metric (rows), each seed's paired difference
-    in points per compared method (jittered dots), the mean with its 95% CI, a dashed zero line."""
-    from mscl.report.figures import mark_missing, new_figure
+def plateau_frame(convergence: pd.DataFrame) -> pd.DataFrame:
+    """Per dataset x method: the mean readout at the last check and at the check nearest 2/3 of
+    the schedule, and the gain between them (the plateau criterion, docs/claim-check.md)."""
+    rows = []
+    for (dataset, method), block in convergence.groupby(["dataset", "method"], sort=False):
+        curve = block.groupby("epoch")["val_map_readout"].mean()
+        last = int(curve.index.max())
+        two_thirds = int(curve.index[np.abs(curve.index - 2 * last / 3).argmin()])
+        rows.append({"dataset": dataset, "method": method, "epochs": last, "at_two_thirds": float(curve[two_thirds]), "two_thirds_epoch": two_thirds, "final": float(curve[last]), "best": float(curve.max()), "gain_last_third": float(curve[last] - curve[two_thirds]), "seeds": int(block["seed"].nunique())})
+    return pd.DataFrame(rows)
 
-    settings = settings_of(runs)
-    diffs = paired_differences(runs, reference, metrics)
-    width = min(FULL_WIDTH_IN, max(COLUMN_WIDTH_IN, 1.9 * len(settings)))
-    figure, axes = new_figure(width, 0.5 + 1.55 * len(metrics), nrows=len(metrics), ncols=len(settings), sharex="col")
-    jitter = np.random.default_rng(JITTER_SEED)
-    plotted = []
-    for column, setting in enumerate(settings):
-        at = pd.Series(setting, index=SETTING)
-        methods = [m for m in ordered_methods(runs.loc[(runs[SETTING] == at).all(axis=1), "loss"]) if m != reference]
+
+def convergence_table(plateau: pd.DataFrame) -> str:
+    rows = [
+        [dataset_name(r.dataset), method_name(r.method), str(r.epochs), f"{points(r.at_two_thirds)} (epoch {r.two_thirds_epoch})", points(r.final), points(r.gain_last_third, 2, True), str(r.seeds)]
+        for r in plateau.itertuples()
+    ]
+    return table(["Dataset", "Method", "Epochs", "Readout at 2/3", "Readout at end", "Gain over last third", "Seeds"], rows, "llrrrrr")
+
+
+def count_verdicts(frame: pd.DataFrame, margin: float) -> str:
+    labels = (BETTER, WORSE, equivalent(margin), INCONCLUSIVE)
+    counts = {label: int((frame["verdict"] == label).sum()) for label in labels}
+    return ", ".join(f"{label} {counts[label]}" for label in labels)
+
+
+def headline_sentence(tests: pd.DataFrame, margin: float) -> str:
+    primary = tests[(tests["family"] == "primary") & (tests["metric"] == HEADLINE)]
+    better = int((primary["verdict"] == BETTER).sum())
+    consistent = better == len(primary) and len(primary) > 0
+    detail = "; ".join(
+        f"{dataset_name(d)}: " + ", ".join(f"vs {method_name(r.comparison)} {points(r.mean_diff, 2, True)} ({r.verdict})" for r in block.itertuples())
+        for d, block in primary.groupby("dataset", sort=False)
+    )
+    return (
+        f"**Headline (test mAP, {len(primary)} primary comparisons, Holm).** Sim-Dissim {'does' if consistent else 'does not'} "
+        f"consistently outperform ALL, ANY and MulSupCon on these data: {count_verdicts(primary, margin)}. {detail}."
+    )
+
+
+def batch_sentence(batch_tests: pd.DataFrame, margin: float) -> str:
+    if batch_tests.empty:
+        return "**Batch size.** Not run in this configuration."
+    frame = batch_tests[batch_tests["metric"] == HEADLINE]
+    sizes = ", ".join(str(s) for s in sorted(frame["batch_size"].unique()))
+    per_size = "; ".join(
+        f"{size}: " + ", ".join(f"vs {method_name(r.comparison)} {points(r.mean_diff, 2, True)} ({r.verdict})" for r in block.itertuples())
+        for size, block in frame.groupby("batch_size")
+    )
+    datasets = ", ".join(dataset_name(d) for d in frame["dataset"].unique())
+    robust = (frame["verdict"] == BETTER).all()
+    return (
+        f"**Batch size ({datasets}; {sizes}; test mAP, Holm over {len(frame)}).** Sim-Dissim "
+        f"{'is better than every rival at every batch size' if robust else 'is not better than every rival at every batch size'}: "
+        f"{count_verdicts(frame, margin)}. {per_size}."
+    )
+
+
+def long_tail_sentence(tail_tests: pd.DataFrame, margin: float) -> str:
+    if tail_tests.empty:
+        return "**Long tail.** No bucket data."
+    frame = tail_tests[tail_tests["metric"] == "macro_f1"]
+    larger = int((frame["verdict"] == BETTER).sum())
+    detail = "; ".join(
+        f"{dataset_name(r.dataset)} vs {method_name(r.comparison)}: head {points(r.head_gain, 2, True)}, tail {points(r.tail_gain, 2, True)} ({r.verdict})"
+        for r in frame.itertuples()
+    )
+    return (
+        f"**Long tail (macro-F1 gain on tail labels minus gain on head labels, {len(frame)} comparisons, Holm).** "
+        f"Sim-Dissim gains significantly more on tail labels in {larger} of {len(frame)}: {count_verdicts(frame, margin)}. {detail}."
+    )
+
+
+def ablation_sentence(tests: pd.DataFrame, margin: float) -> str:
+    frame = tests[(tests["family"] == "ablation") & (tests["metric"] == HEADLINE)]
+    if frame.empty:
+        return "**Ablation.** Not run."
+    detail = "; ".join(f"{dataset_name(r.dataset)} vs {method_name(r.comparison)} {points(r.mean_diff, 2, True)} ({r.verdict})" for r in frame.itertuples())
+    return f"**Ablation (test mAP, Sim-Dissim minus Sim only / Dissim only, Holm over {len(frame)}).** {count_verdicts(frame, margin)}. {detail}."
+
+
+def eq12_sentence(identity: Sequence[Mapping[str, Any]]) -> str:
+    if not identity:
+        return "**Eq. 12 as printed.** Not run."
+    parts = []
+    for row in identity:
+        same = row["max_abs_diff"] == 0
+        parts.append(
+            f"{dataset_name(row['dataset'])}: {'identical to' if same else 'different from'} ANY on all {row['seeds']} seeds "
+            f"({row['values']} values compared, largest |difference| {row['max_abs_diff']:.3g})"
+        )
+    return "**Eq. 12 as printed** (run with ANY's chosen setting): " + "; ".join(parts) + "."
+
+
+def bce_sentence(checks: Sequence[Mapping[str, Any]]) -> str:
+    if not checks:
+        return "**Setup check.** No logistic-regression runs."
+    parts = [f"{dataset_name(c['dataset'])} {points(c['mean_diff'], 2, True)} [{points(c['ci_low'], 2, True)}, {points(c['ci_high'], 2, True)}]" for c in checks]
+    failing = [dataset_name(c["dataset"]) for c in checks if not c["passes"]]
+    verdict_text = "passes on every dataset" if not failing else f"FAILS on {', '.join(failing)}"
+    return f"**Setup check (supervised BCE minus logistic regression on the inputs, test mAP).** The check {verdict_text}: {'; '.join(parts)}."
+
+
+def provenance_sentence(runs: pd.DataFrame) -> str:
+    commits = sorted(runs["commit"].astype(str).unique())
+    test = runs[runs["split"] == "test"]
+    counts = ", ".join(f"{dataset_name(d)} {test[test['dataset'] == d]['seed'].nunique()} seeds x {test[test['dataset'] == d]['method'].nunique()} methods" for d in datasets_of(runs))
+    which = f"commit `{commits[0][:12]}`" if len(commits) == 1 else f"{len(commits)} commits ({', '.join(c[:12] for c in commits)}): a draft, not one pipeline"
+    return f"Generated by `python -m mscl claim-report` from docs/claim/*.csv, made by {which}; {counts}."
+
+
+def blocks(frames: Mapping[str, pd.DataFrame], tests: pd.DataFrame, batch_tests: pd.DataFrame, tail_tests: pd.DataFrame, margin: float) -> dict[str, str]:
+    """Every generated section, by block name (the docs' markers)."""
+    runs = frames["runs"]
+    outcome = [
+        headline_sentence(tests, margin), batch_sentence(batch_tests, margin), long_tail_sentence(tail_tests, margin),
+        ablation_sentence(tests, margin), eq12_sentence(eq12_identity(runs)), bce_sentence(bce_check(runs, margin)),
+    ]  # fmt: skip
+    plateau = plateau_frame(frames["convergence"])
+    primary = tests[tests["family"] == "primary"]
+    batch_table = "" if batch_tests.empty else comparisons_table(
+        batch_tests[batch_tests["metric"].isin(METRICS[:3])].assign(dataset=lambda f: f["dataset"].map(dataset_name) + " batch " + f["batch_size"].astype(str)), METRICS[:3]
+    )  # fmt: skip
+    tail_rows = [
+        [dataset_name(r.dataset), method_name(r.comparison), metric_name(r.metric), points(r.head_gain, 2, True), points(r.tail_gain, 2, True), difference_cell(r), format_p(r.p_holm), r.verdict]
+        for r in tail_tests.itertuples()
+    ] if not tail_tests.empty else []  # fmt: skip
+    return {
+        "provenance": provenance_sentence(runs) + "\n",
+        "outcome": "\n\n".join(f"- {sentence}" for sentence in outcome) + "\n",
+        "readme": readme_paragraph(tests, runs, margin),
+        "summary": summary_table(runs),
+        "primary": comparisons_table(primary, METRICS),
+        "secondary": comparisons_table(tests[tests["family"] != "primary"], METRICS),
+        "batch_size": batch_table or "Not run.\n",
+        "long_tail": table(["Dataset", "Sim-Dissim minus", "Metric", "Head gain", "Tail gain", "Tail − head [95% CI]", "Holm p", "Verdict"], tail_rows, "lllrrrrl") if tail_rows else "No bucket data.\n",
+        "tuning": tuning_table(frames["tuning"]) if not frames["tuning"].empty else "No tuning runs.\n",
+        "convergence": convergence_table(plateau) if not plateau.empty else "No convergence data.\n",
+    }
+
+
+def readme_paragraph(tests: pd.DataFrame, runs: pd.DataFrame, margin: float) -> str:
+    primary = tests[(tests["family"] == "primary") & (tests["metric"] == HEADLINE)]
+    commits = sorted(runs["commit"].astype(str).unique())
+    better = int((primary["verdict"] == BETTER).sum())
+    consistent = better == len(primary) and len(primary) > 0
+    return (
+        f"**Outcome (commit `{commits[0][:12] if len(commits) == 1 else 'mixed'}`):** with equal tuning per method, schedules "
+        f"trained to a plateau and {int(runs[runs['split'] == 'test'].groupby(['dataset', 'method'])['seed'].nunique().min())}+ fresh seeds per method, "
+        f"Sim-Dissim {'does' if consistent else 'does not'} consistently outperform ALL, ANY and MulSupCon on these data. "
+        f"Of the {len(primary)} primary comparisons on test mAP (Holm-corrected): {count_verdicts(primary, margin)}. "
+        "docs/claim-check.md has the protocol, every comparison and the other claims (batch size, long tail, ablation, Eq. 12).\n"
+    )
+
+
+# ----------------------------------------------------------------------------- figures
+
+
+def differences_figure(runs: pd.DataFrame, tests: pd.DataFrame, reference: str):
+    """Per dataset (columns) x metric (rows: mAP, micro-F1, macro-F1): each seed's paired
+    difference against each primary rival, with the mean and its 95% CI."""
+    from mscl.report.figures import new_figure
+
+    datasets, metrics = datasets_of(runs), METRICS[:3]
+    figure, axes = new_figure(min(FULL_WIDTH_IN, max(COLUMN_WIDTH_IN, 2.2 * len(datasets))), 0.6 + 1.6 * len(metrics), nrows=len(metrics), ncols=len(datasets), sharex="col")
+    jitter = np.random.default_rng(0)
+    for column, dataset in enumerate(datasets):
         for row_number, metric in enumerate(metrics):
             ax = axes[row_number, column]
-            for x, method in enumerate(methods):
-                points = diffs[(diffs[SETTING] == at).all(axis=1) & (diffs["metric"] == metric) & (diffs["method"] == method)]
-                test = tests[(tests[SETTING] == at).all(axis=1) & (tests["metric"] == metric) & (tests["method"] == method)]
-                if points.empty:
-                    mark_missing(ax, x)
+            for x, rival in enumerate(PRIMARY_RIVALS):
+                d = paired(runs, dataset, reference, rival, metric) * 100
+                if d.empty:
                     continue
-                y = points["diff"].to_numpy() * 100
-                ax.scatter(x + jitter.uniform(-0.18, 0.18, size=y.size), y, s=7, color=method_colour(method), alpha=0.75, linewidths=0, zorder=2)
-                mean = float(y.mean())
-                low = high = math.nan
-                if not test.empty and math.isfinite(test["ci95_low"].iloc[0]):
-                    low, high = test["ci95_low"].iloc[0] * 100, test["ci95_high"].iloc[0] * 100
-                    ax.errorbar([x + 0.32], [mean], yerr=[[mean - low], [high - mean]], fmt="o", ms=3, color="black", elinewidth=0.9, capsize=2, zorder=3)
-                else:
-                    ax.plot([x + 0.32], [mean], "o", ms=3, color="black", zorder=3)
-                plotted += [dict(zip(SETTING, setting)) | {"metric": metric, "method": method, "seed": s, "diff_points": v, "mean_points": mean, "ci_low_points": low, "ci_high_points": high} for s, v in zip(points["seed"], y)]
+                ax.scatter(x + jitter.uniform(-0.15, 0.15, d.size), d, s=7, color=method_colour(rival), alpha=0.75, linewidths=0, zorder=2)
+                r = tests[(tests["dataset"] == dataset) & (tests["comparison"] == rival) & (tests["metric"] == metric)].iloc[0]
+                ax.errorbar([x + 0.3], [r.mean_diff * 100], yerr=[[(r.mean_diff - r.ci_low) * 100], [(r.ci_high - r.mean_diff) * 100]], fmt="o", ms=3, color="black", elinewidth=0.9, capsize=2, zorder=3)
             ax.axhline(0, color="0.3", linestyle="--", linewidth=0.8, zorder=1)
-            ax.set_xticks(range(len(methods)))
-            ax.set_xticklabels([method_name(m) for m in methods], rotation=45, ha="right")
-            ax.set_xlim(-0.6, len(methods) - 0.3)
+            ax.set_xticks(range(len(PRIMARY_RIVALS)), [method_name(m) for m in PRIMARY_RIVALS], rotation=30, ha="right")
             if column == 0:
                 ax.set_ylabel(f"Δ {metric_name(metric)} (points)")
             if row_number == 0:
-                seeds = runs.loc[(runs[SETTING] == at).all(axis=1) & (runs["loss"] == reference), "seed"].nunique()
-                ax.set_title(f"{setting_label(setting, settings)} ({seeds} seeds)")
-    figure.suptitle(f"{method_name(reference)} minus method, paired by seed (test); mean and 95% CI", fontsize=8)
-    return figure, pd.DataFrame(plotted, columns=[*SETTING, "metric", "method", "seed", "diff_points", "mean_points", "ci_low_points", "ci_high_points"])
+                ax.set_title(f"{dataset_name(dataset)} ({runs[(runs['dataset'] == dataset) & (runs['method'] == reference)]['seed'].nunique()} seeds)")
+    figure.suptitle(f"{method_name(reference)} minus each rival, paired by seed (test); mean and 95% CI", fontsize=8)
+    return figure
+
+
+def convergence_figure(convergence: pd.DataFrame):
+    """Per dataset: the monitor's val mAP against epoch, mean over seeds per method (band: min-max)."""
+    from mscl.report.figures import new_figure
+
+    datasets = datasets_of(convergence)
+    figure, axes = new_figure(min(FULL_WIDTH_IN, max(COLUMN_WIDTH_IN, 2.4 * len(datasets))), 2.4, nrows=1, ncols=len(datasets))
+    for ax, dataset in zip(axes[0], datasets):
+        block = convergence[convergence["dataset"] == dataset]
+        for method, curve in block.groupby("method", sort=False):
+            by_epoch = curve.groupby("epoch")["val_map_readout"]
+            mean, low, high = by_epoch.mean() * 100, by_epoch.min() * 100, by_epoch.max() * 100
+            ax.plot(mean.index, mean, color=method_colour(method), linewidth=1.1, label=method_name(method))
+            ax.fill_between(mean.index, low, high, color=method_colour(method), alpha=0.15, linewidth=0)
+        ax.set_title(f"{dataset_name(dataset)} ({block['seed'].nunique()} seeds)")
+        ax.set_xlabel("epoch")
+    axes[0, 0].set_ylabel("val mAP of the ridge readout (%)")
+    handles, labels = axes[0, 0].get_legend_handles_labels()
+    figure.legend(handles, labels, loc="outside lower center", ncols=min(6, len(labels)))
+    figure.suptitle("Convergence: the monitor's val mAP against epoch (mean over test seeds; band: min-max)", fontsize=8)
+    return figure
+
+
+def batch_size_figure(batch: pd.DataFrame, reference: str):
+    """Test mAP against batch size per core method that ran at several sizes (mean ± sd over seeds)."""
+    from mscl.report.figures import new_figure
+
+    datasets = [d for d in datasets_of(batch) if batch.loc[batch["dataset"] == d, "batch_size"].nunique() > 1]
+    figure, axes = new_figure(COLUMN_WIDTH_IN * max(1, len(datasets)), 2.4, nrows=1, ncols=max(1, len(datasets)))
+    for ax, dataset in zip(axes[0], datasets):
+        test = batch[(batch["dataset"] == dataset) & (batch["split"] == "test")]
+        seeds = []
+        for method in (*PRIMARY_RIVALS, reference):
+            per_size = test[test["method"] == method].groupby("batch_size")
+            if per_size.ngroups < 2:
+                continue
+            summary = per_size[HEADLINE].agg(["mean", "std"])
+            seeds += per_size["seed"].nunique().tolist()
+            ax.errorbar(summary.index, summary["mean"] * 100, yerr=summary["std"] * 100, marker="o", ms=3, capsize=2, color=method_colour(method), label=method_name(method), linewidth=1)
+        sizes = sorted(test["batch_size"].unique())
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(sizes, [str(size) for size in sizes])
+        ax.set_xlabel("batch size")
+        ax.set_ylabel("test mAP (%), mean ± sd")
+        ax.set_title(f"{dataset_name(dataset)} ({min(seeds)}-{max(seeds)} seeds per point)" if seeds else dataset_name(dataset), fontsize=7)
+        ax.legend(fontsize=6)
+    return figure
+
+
+def long_tail_figure(tail_tests: pd.DataFrame):
+    """Head and tail macro-F1 gains of Sim-Dissim over each rival, per dataset."""
+    from mscl.report.figures import new_figure
+
+    frame = tail_tests[tail_tests["metric"] == "macro_f1"] if not tail_tests.empty else tail_tests
+    datasets = datasets_of(frame) if not frame.empty else []
+    figure, axes = new_figure(min(FULL_WIDTH_IN, max(COLUMN_WIDTH_IN, 2.2 * max(1, len(datasets)))), 2.3, nrows=1, ncols=max(1, len(datasets)))
+    for ax, dataset in zip(axes[0], datasets):
+        block = frame[frame["dataset"] == dataset]
+        x = np.arange(len(block))
+        ax.bar(x - 0.18, block["head_gain"] * 100, width=0.36, color="0.6", label="head labels")
+        ax.bar(x + 0.18, block["tail_gain"] * 100, width=0.36, color=method_colour("simdissim"), label="tail labels")
+        ax.axhline(0, color="0.3", linewidth=0.8)
+        ax.set_xticks(x, [f"vs {method_name(m)}" for m in block["comparison"]], rotation=30, ha="right")
+        ax.set_title(dataset_name(dataset))
+    axes[0, 0].set_ylabel("Sim-Dissim macro-F1 gain (points)")
+    axes[0, 0].legend(fontsize=6)
+    figure.suptitle("Gain on head vs tail labels (mean over seeds, test)", fontsize=8)
+    return figure
+
+
+# ------------------------------------------------------------------------------- docs
+
+
+def update_docs(paths: Sequence[Path], generated: Mapping[str, str], check: bool) -> list[str]:
+    """Rewrite (or, with `check`, compare) every generated block of `paths`; return what differs.
+    A block name that the report does not generate is an error."""
+    differing = []
+    for path in paths:
+        text = Path(path).read_text(encoding="utf-8")
+
+        def replace(match: re.Match) -> str:
+            name = match.group("name")
+            if name not in generated:
+                raise InputError(path, f"unknown generated block {name!r}", f"use one of {sorted(generated)}", field=name)
+            if match.group("body") != generated[name]:
+                differing.append(f"{path}:{name}")
+            return match.group(1) + generated[name] + match.group(4)
+
+        new = BLOCK.sub(replace, text)
+        if not check and new != text:
+            write_text(path, new)
+    return differing
 
 
 # -------------------------------------------------------------------------------- CLI
 
 
-def write_claim_report(
-    runs_path: str | Path,
-    out_dir: str | Path,
-    reference: str = DEFAULT_REFERENCE,
-    metrics: Sequence[str] = DEFAULT_METRICS,
-    headline: Sequence[str] | None = None,
-    alpha: float = DEFAULT_ALPHA,
-    batch_size: int | None = None,
-    datasets: Sequence[str] | None = None,
-) -> dict[str, pd.DataFrame]:
-    """Compute and write every claim artifact into `out_dir`; returns the summary and tests frames."""
-    if not 0 < alpha < 1:
-        raise InputError(None, f"alpha {alpha} is not between 0 and 1", "pass e.g. --alpha 0.05", field="--alpha")
-    metrics = list(dict.fromkeys(metrics))
-    headline = [m for m in DEFAULT_HEADLINE_METRICS if m in metrics] if headline is None else list(dict.fromkeys(headline))
-    outside = [m for m in headline if m not in metrics]
-    if outside:
-        raise InputError(None, f"headline metric {outside[0]!r} is not among --metrics {metrics}", "add it to --metrics (its Holm family is computed there)", field="--headline-metrics")
-    if not headline:
-        raise InputError(None, "no headline metric", "pass --headline-metrics with some of --metrics", field="--headline-metrics")
-    runs = claim_runs(load_runs(runs_path), reference, metrics, batch_size, datasets, source=runs_path)
-    settings = settings_of(runs)
-    summary = summary_frame(runs, metrics)
-    tests = tests_frame(runs, reference, metrics, alpha)
-    # Render everything first, then write: a failure never leaves a half-updated report.
-    texts = {f"{SUMMARY_NAME}{s}": t for s, t in render_summary(summary, metrics, settings).items()}
-    texts |= {f"{TESTS_NAME}{s}": t for s, t in render_tests(tests, reference, metrics, alpha, settings).items()}
-    texts[f"{OUTCOME_NAME}.md"] = outcome_text(tests, runs, reference, headline, alpha, Path(runs_path).name)
-    figure, _ = differences_figure(runs, tests, reference, headline)
-    out_dir = Path(out_dir)
-    for name, text in texts.items():
-        write_text(out_dir / name, text)
+def write_report(data_dir: Path, out_dir: Path, figures_dir: Path | None, reference: str, alpha: float, margin: float) -> tuple[dict[str, str], pd.DataFrame]:
+    """Compute everything, write tests and figures; return (generated blocks, tests)."""
     from mscl.report.figures import save_figure
 
-    save_figure(figure, out_dir / FIGURE_NAME)
-    return {"summary": summary, "tests": tests}
+    frames = load_data(data_dir)
+    tests = comparison_tests(frames["runs"], reference, alpha, margin)
+    batch_tests = batch_size_tests(frames["batch_size"], reference, alpha, margin)
+    tail_tests = long_tail_tests(frames["buckets"], reference, alpha, margin)
+    generated = blocks(frames, tests, batch_tests, tail_tests, margin)
+    out_dir = Path(out_dir)
+    write_text(out_dir / "tests.csv", tests.to_csv(index=False, lineterminator="\n", float_format="%.17g"))
+    write_text(out_dir / "batch_size_tests.csv", batch_tests.to_csv(index=False, lineterminator="\n", float_format="%.17g"))
+    write_text(out_dir / "long_tail_tests.csv", tail_tests.to_csv(index=False, lineterminator="\n", float_format="%.17g"))
+    write_text(out_dir / "claim_report.md", "\n".join(f"## {name}\n\n{body}" for name, body in generated.items()))
+    figures: dict[str, Callable[[], Any]] = {
+        "claim_differences": lambda: differences_figure(frames["runs"], tests, reference),
+        "claim_convergence": lambda: convergence_figure(frames["convergence"]),
+        "claim_batch_size": lambda: batch_size_figure(frames["batch_size"], reference),
+        "claim_long_tail": lambda: long_tail_figure(tail_tests),
+    }
+    for name, draw in figures.items():
+        save_figure(draw(), Path(figures_dir or out_dir) / name)
+    return generated, tests
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """CLI entry point (see the module docstring)."""
     args = cli.parse_args("claim-report", argv)
-    frames = write_claim_report(args.runs, args.out_dir, args.reference, args.metrics, args.headline_metrics, args.alpha, args.batch_size, args.datasets)
-    tests = frames["tests"]
-    print(f"claim-report: wrote {args.out_dir}/{{{SUMMARY_NAME},{TESTS_NAME}}}.{{csv,md,tex}}, {FIGURE_NAME}.{{pdf,png}}, {OUTCOME_NAME}.md ({len(tests)} comparisons)")
+    if not 0 < args.alpha < 1:
+        raise InputError(None, f"alpha {args.alpha} is not between 0 and 1", "pass e.g. --alpha 0.05", field="--alpha")
+    generated, tests = write_report(args.data_dir, args.out_dir, args.figures_dir, args.reference, args.alpha, args.margin)
+    differing = update_docs(args.docs, generated, args.check) if args.docs else []
+    if args.check and differing:
+        print("claim-report: generated blocks differ from the data: " + ", ".join(differing) + "; rerun without --check to rewrite them", file=sys.stderr)
+        return 1
+    print(f"claim-report: {len(tests)} comparisons; wrote {args.out_dir}" + (f"; docs blocks {'checked' if args.check else 'updated'} in {', '.join(map(str, args.docs))}" if args.docs else ""))
     return 0

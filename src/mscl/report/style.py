@@ -21,8 +21,11 @@ CORE_METHODS = ("all", "any", "mulsupcon", "simdissim")
 # encoder trained end to end with supervised BCE, then the same probe. Kept out of METHOD_ORDER,
 # which sets the rows of the paper's tables (the image table lists every METHOD_ORDER entry).
 BASELINE_METHODS = ("none", "bce")
-# Every method in report order: the paper's methods, then the baselines (claim-check tables).
-ALL_METHOD_ORDER = (*METHOD_ORDER, *BASELINE_METHODS)
+# Claim-check methods outside the paper's tables: Eq. 12 as printed (ANY's gradients) and
+# per-label logistic regression on the inputs (the simplest baseline BCE must beat).
+CLAIM_EXTRA_METHODS = ("eq12", "logreg")
+# Every method in report order: the paper's methods, Eq. 12, then the baselines (claim-check tables).
+ALL_METHOD_ORDER = (*METHOD_ORDER, "eq12", *BASELINE_METHODS, "logreg")
 # The label-prior predictor (`python -m mscl chance`): its method key and encoder name. It has no
 # encoder, so `collect` files it under its own role, REFERENCE_ROLE, and the tables look it up
 # there whatever the column's encoder; it has no batch size either (bs0), so every batch-size
@@ -44,6 +47,8 @@ METHOD_DISPLAY_NAMES = {
     "dissim": "Dissim only",
     "none": "No pretraining",
     "bce": "Supervised BCE",
+    "eq12": "Eq. 12 as printed",
+    "logreg": "Logistic regression on inputs",
     "chance": "Chance (label prior)",
 }
 METHOD_COLOURS = {
@@ -58,6 +63,8 @@ METHOD_COLOURS = {
     "dissim": "#3F3F3F",
     "none": "#A0A0A0",  # light grey: the untrained encoder
     "bce": "#882255",  # Paul Tol's wine (colour-blind safe)
+    "eq12": "#56B4E9",  # ANY's colour: it trains exactly like ANY
+    "logreg": "#DDCC77",  # Paul Tol's sand
     "chance": "#000000",  # drawn as a dashed black line
 }
 

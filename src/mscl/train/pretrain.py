@@ -65,7 +65,7 @@ from mscl.train.runtime import (
     software_versions,
     trainable_state,
 )
-from mscl.train.spec import FOLDER_KINDS, RunSpec, load_spec
+from mscl.train.spec import FOLDER_KINDS, UNTRAINED_METHODS, RunSpec, load_spec
 
 # Seconds of training a killed job may lose. Checkpointing every epoch cost more than the
 # training itself for small models: a yeast MLP run (150 epochs of 0.2 s) wrote 730 MB of
@@ -196,10 +196,15 @@ def build_model(spec: RunSpec, num_labels: int, device: torch.device) -> tuple[n
 
 
 def encoder_from_spec(spec: RunSpec, num_labels: int) -> nn.Module:
-    """`mscl.models.build_encoder`, its spec errors turned into an InputError."""
+    """`mscl.models.build_encoder` (for method `logreg` the identity encoder over the inputs,
+    `mscl.models.inputs`), its spec errors turned into an InputError."""
     from mscl.models import build_encoder
 
     try:
+        if spec.loss == "logreg":
+            from mscl.models.inputs import input_features
+
+            return input_features(spec.encoder, spec.pretrain.image_size)
         return build_encoder(spec.encoder, num_labels)
     except ValueError as error:
         raise InputError("--spec", str(error), "fix the encoder spec", field="encoder")
@@ -454,20 +459,21 @@ class ReadoutMonitor:
 
 
 def save_initial_encoder(spec: RunSpec, num_labels: int, out: Path, device: torch.device, precision: str) -> int:
-    """The `none` baseline: the encoder as the seed initialises it, saved untrained."""
+    """The `none` baseline: the encoder as the seed initialises it, saved untrained (`logreg`:
+    the identity encoder, which has nothing to save but the empty state the probe checks)."""
     encoder = encoder_from_spec(spec, num_labels)
     out.mkdir(parents=True, exist_ok=True)
     write_json(out / "resolved_spec.json", spec.to_dict())
     write_json(out / "versions.json", software_versions(device, precision))
     save_checkpoint(out / "encoder.pt", trainable_state(encoder))
-    print("pretrain: method 'none': saved the encoder as initialised (no training)", file=sys.stderr)
+    print(f"pretrain: method {spec.loss!r}: saved the encoder as initialised (no training)", file=sys.stderr)
     return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = cli.parse_args("pretrain", argv)
     exit_on_sigterm("pretrain: stopped by SIGTERM; the last epoch checkpoint stays and a rerun resumes from it")
-    spec = load_spec(args.spec)
+    spec = load_spec(args.spec, args.selected)
     vocabulary, train = validate_inputs(spec, args.data)
     if train.ignored_labels:
         print(f"pretrain: ignored {train.ignored_labels} train label(s) outside labels.txt", file=sys.stderr)
@@ -475,7 +481,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     device = pick_device()
     precision = resolve_precision(cfg.precision, device)
     generator = seed_everything(spec.seed)
-    if spec.loss == "none":
+    if spec.loss in UNTRAINED_METHODS:
         return save_initial_encoder(spec, len(vocabulary), args.out, device, precision)
     steps_per_epoch = steps_per_epoch_for(len(train), spec.batch_size, cfg.max_steps_per_epoch)
     state = start_training(spec, len(vocabulary), steps_per_epoch, generator, device, precision)

@@ -424,7 +424,7 @@ def stream_label_vectors(spec: RunSpec, splits: Mapping[str, Split], num_labels:
 def main(argv: Sequence[str] | None = None) -> int:
     args = cli.parse_args("probe", argv)
     exit_on_sigterm("probe: stopped by SIGTERM; cached features stay and a rerun reuses them")
-    spec = load_spec(args.spec)
+    spec = load_spec(args.spec, args.selected)
     macro_f1 = macro_f1_definition(spec.dataset, None if args.spec.lstrip().startswith("{") else args.spec)
     weights = args.pretrained / "encoder.pt"
     if not weights.is_file():

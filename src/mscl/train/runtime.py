@@ -8,9 +8,11 @@ stored as tensors and lists, never as pickled objects.
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib.metadata
 import platform
 import random
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any, ContextManager
@@ -86,9 +88,30 @@ def device_name(device: torch.device) -> str:
     return platform.processor() or platform.machine() or "cpu"
 
 
+@functools.cache
+def source_commit() -> str | None:
+    """The git commit of the mscl source that runs, "+dirty" when tracked files differ from it;
+    None outside a git checkout (an installed wheel) or without git. Results name the code that
+    made them (the claim check's runs.csv holds one commit for all rows)."""
+    source = Path(__file__).resolve().parent
+
+    def git(*args: str) -> str | None:
+        try:
+            done = subprocess.run(["git", "-C", str(source), *args], capture_output=True, text=True, timeout=10, check=False)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return done.stdout.strip() if done.returncode == 0 else None
+
+    commit = git("rev-parse", "HEAD")
+    if not commit:
+        return None
+    dirty = git("status", "--porcelain", "--untracked-files=no", "--", ".")
+    return commit + ("+dirty" if dirty else "")
+
+
 def software_versions(device: torch.device, precision: str) -> dict[str, Any]:
     """What versions.json records: interpreter, key packages, device and numeric precision."""
-    versions: dict[str, Any] = {"python": sys.version.split()[0]}
+    versions: dict[str, Any] = {"python": sys.version.split()[0], "mscl_commit": source_commit()}
     for package in VERSIONED_PACKAGES:
         try:
             versions[package] = importlib.metadata.version(package)

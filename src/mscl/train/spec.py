@@ -18,6 +18,7 @@ from typing import Any, Callable, Mapping
 from mscl.errors import InputError
 from mscl.losses import LOSS_NAMES
 from mscl.models import ENCODER_MODALITY
+from mscl.tuning import UNTRAINED_METHODS  # noqa: F401  (re-exported: pretrain reads it here)
 
 # Encoder kinds that load a model folder from `encoder["path"]`.
 FOLDER_KINDS = ("hf", "llama_lora", "plm_icd")
@@ -28,8 +29,10 @@ TEXT_VIEWS = ("dropout", "token_dropout")
 # wildcard): `none` probes the encoder as initialised (no training at all: pretrained weights
 # for text, a random initialisation otherwise); `bce` trains the encoder end to end with a
 # linear classifier and BCE on the labels (supervised), under the same optimiser, schedule,
-# epochs and views as the contrastive runs, before the same linear probe.
-BASELINES = ("none", "bce")
+# epochs and views as the contrastive runs, before the same linear probe; `logreg` is the
+# simplest baseline, per-label logistic regression on the inputs themselves: the same probe on
+# an identity encoder (tabular features, or an image's pixels at the eval view; not for text).
+BASELINES = ("none", "bce", "logreg")
 METHODS = (*LOSS_NAMES, *BASELINES)
 # Metrics of `mscl.metrics.evaluate` that grow with quality, so the probe may select on them.
 SELECT_METRICS = (
@@ -341,9 +344,37 @@ def read_spec_mapping(value: str) -> dict[str, Any]:
         raise InputError(path, f"JSON does not parse ({error})", "fix the JSON syntax (or name the file .yaml)")
 
 
-def load_spec(value: str) -> RunSpec:
-    """Parse and validate --spec; problems become an InputError naming the key and the fix."""
+def with_selected_setting(mapping: Mapping[str, Any], selected: Path) -> dict[str, Any]:
+    """`mapping` with the pretrain keys of a tuning selection (`python -m mscl select-setting`,
+    selected.json: {"dataset", "encoder_name", "method", "chosen", "pretrain": {key: value}})
+    written over its `pretrain` block. The selection must be for the spec's dataset and encoder;
+    its method may differ (the ablations reuse Sim-Dissim's setting, docs/claim-check.md)."""
+    try:
+        document = json.loads(Path(selected).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError(selected, "tuning selection not found", "run the tuning jobs and `python -m mscl select-setting` first") from None
+    except json.JSONDecodeError as error:
+        raise InputError(selected, f"not valid JSON ({error.msg})", "rerun `python -m mscl select-setting`") from None
+    if not isinstance(document, dict) or not isinstance(document.get("pretrain"), dict):
+        raise InputError(selected, "no 'pretrain' mapping of chosen values", "rerun `python -m mscl select-setting`", field="pretrain")
+    for key in ("dataset", "encoder_name"):
+        if document.get(key) != mapping.get(key):
+            raise InputError(
+                selected, f"the selection is for {key} {document.get(key)!r}, the run spec has {mapping.get(key)!r}",
+                "pass the selection made for this run's dataset and encoder", field=key,
+            )  # fmt: skip
+    pretrain = mapping.get("pretrain") or {}
+    if not isinstance(pretrain, Mapping):
+        raise ValueError(f"spec key 'pretrain' must be a mapping of options, got {type(pretrain).__name__}")
+    return {**mapping, "pretrain": {**pretrain, **document["pretrain"]}}
+
+
+def load_spec(value: str, selected: Path | None = None) -> RunSpec:
+    """Parse and validate --spec (with a tuning selection's values when `selected` is given);
+    problems become an InputError naming the key and the fix."""
     mapping = read_spec_mapping(value)
+    if selected is not None:
+        mapping = with_selected_setting(mapping, selected)
     where = "--spec" if value.lstrip().startswith("{") else value
     try:
         return RunSpec.from_mapping(mapping)
