@@ -11,7 +11,7 @@ BIN     := $(VENV)/bin
 # Rules run `python -m mscl ...`: put the virtualenv first on PATH for snakemake's jobs.
 SNAKEMAKE := PATH="$(abspath $(BIN)):$$PATH" $(BIN)/snakemake
 
-.PHONY: install demo test dry-run lint bench clean-results claim claim-data
+.PHONY: install demo test dry-run lint bench clean-results claim claim-data claim-publish claim-quick
 
 $(BIN)/.installed: requirements.lock.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -34,8 +34,23 @@ claim-data:
 	@ls /var/lib/apt/lists/*_i18n_Translation-en* > /dev/null 2>&1 || apt-get -o Acquire::Languages=en update
 	@test -f $(FASHION_MNIST) || apt-get install -y dataset-fashion-mnist
 
+# The claim check (docs/claim-check.md): the DAG, then its data, statistics and figures
+# published into docs/ (docs/claim/*.csv, docs/figures/claim_*, the generated blocks of
+# docs/claim-check.md and README.md). claim-quick: one seed, short schedules, results apart,
+# nothing published.
+CLAIM_DATA := results/claim/claim_check/data
 claim: install claim-data
 	$(SNAKEMAKE) --cores $(CORES) --configfile config/claim.yaml $(TARGETS)
+	$(MAKE) claim-publish
+
+claim-publish:
+	mkdir -p docs/claim
+	cp $(CLAIM_DATA)/*.csv docs/claim/
+	$(BIN)/python -m mscl bench dag --log "$$(ls -t .snakemake/log/*.snakemake.log | head -1)" --results results/claim > docs/claim/dag_cost.txt
+	$(BIN)/python -m mscl claim-report --data-dir docs/claim --out-dir docs/claim --figures-dir docs/figures --docs docs/claim-check.md README.md
+
+claim-quick: install claim-data
+	$(SNAKEMAKE) --cores $(CORES) --configfile config/claim.yaml config/claim_quick.yaml $(TARGETS)
 
 dry-run: install
 	$(SNAKEMAKE) --cores $(CORES) -n $(TARGETS)

@@ -104,3 +104,21 @@ def test_tiny_yeast_claim_check_end_to_end(tmp_path):
     assert "identical to ANY on all 3 seeds" in report
     for name in ("claim_differences", "claim_convergence", "claim_batch_size", "claim_long_tail"):
         assert (results / "claim_check" / f"{name}.png").stat().st_size > 1000
+
+
+@pytest.mark.parametrize(
+    ("overlay", "tuning", "test_runs"),
+    [
+        ("claim_quick.yaml", 3 * 30 * 1, 10 + 4 * 3 + 9 + 9),  # one tuning seed; one test seed per block
+        ("claim_gpu.yaml", 3 * 30 * 2, 10 * 10 + 4 * 3 * 5 + 9 * 10 + 8 * 10),  # debtags on text: no logreg
+    ],
+)
+def test_the_quick_and_gpu_tiers_are_the_claim_grid_with_their_documented_changes(tmp_path, overlay, tuning, test_runs):
+    config_files = [str(REPO / "config" / "claim.yaml"), str(REPO / "config" / overlay)]
+    result = subprocess.run(snakemake_command(tmp_path, "-n", "--configfile", *config_files), capture_output=True, text=True, env=job_env())
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-4000:]
+    counts = job_counts(output)
+    assert counts["tuning_pretrain"] == tuning and counts["select_setting"] == 15
+    assert counts["pretrain"] == counts["probe"] == test_runs
+    assert ("embed_debtags" in counts) == (overlay == "claim_quick.yaml")
