@@ -93,6 +93,8 @@ def test_tiny_yeast_claim_check_end_to_end(tmp_path):
     convergence = pd.read_csv(data / "convergence.csv")
     assert set(convergence["epoch"]) == {1, 2} and "none" not in set(convergence["method"])
     assert len(pd.read_csv(data / "tuning.csv")) == 4 * 2  # 4 tuned methods x 2 settings x 1 seed
+    probes = pd.read_csv(data / "probes.csv")
+    assert len(probes) == 8 * 3 and (probes["epochs"] == 5).all() and probes["best_epoch"].between(1, 5).all()
 
     tests = pd.read_csv(results / "claim_check" / "tests.csv")
     primary = tests[tests["family"] == "primary"]

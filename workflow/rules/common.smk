@@ -470,7 +470,7 @@ def batch_size_option(wildcards):
 # The claim check's artifacts (report.artifacts = claim): the data files of `claim-export`
 # (mscl.report.claim_data) and the statistics, sections and figures of `claim-report`
 # (mscl.report.claim). `make claim` copies them into docs/ (docs/claim-check.md).
-CLAIM_DATA = ["runs.csv", "batch_size.csv", "buckets.csv", "convergence.csv", "tuning.csv"]
+CLAIM_DATA = ["runs.csv", "batch_size.csv", "buckets.csv", "convergence.csv", "tuning.csv", "probes.csv"]
 CLAIM_FIGURES = ["claim_differences", "claim_convergence", "claim_batch_size", "claim_long_tail"]
 CLAIM_FILES = ["tests.csv", "batch_size_tests.csv", "long_tail_tests.csv", "claim_report.md"] + [
     f"{name}.{ext}" for name in CLAIM_FIGURES for ext in ("pdf", "png")

@@ -65,7 +65,7 @@ TEST_COLUMNS = (
     "dataset", "comparison", "metric", "family", "n", "mean_diff", "sd_diff", "ci_low", "ci_high", "p", "p_holm",
     "holm_family_size", "margin", "p_tost", "p_tost_holm", "mde80", "verdict",
 )  # fmt: skip
-DATA_FILES = ("runs.csv", "batch_size.csv", "buckets.csv", "convergence.csv", "tuning.csv")
+DATA_FILES = ("runs.csv", "batch_size.csv", "buckets.csv", "convergence.csv", "tuning.csv", "probes.csv")
 BLOCK = re.compile(r"(<!-- claim-report:(?P<name>[a-z_]+) -->\n)(?P<body>.*?)(<!-- /claim-report:(?P=name) -->)", re.DOTALL)
 
 
@@ -471,6 +471,19 @@ def convergence_sentence(plateau: pd.DataFrame) -> str:
     return f"**Convergence.** NOT every method plateaued (gain over the last third >= {PLATEAU_GAIN * 100:g} point): {names}."
 
 
+def probe_sentence(probes: pd.DataFrame) -> str:
+    """The probe's own convergence: runs whose val-chosen epoch is the last one (still improving)."""
+    if probes.empty:
+        return "**Probe convergence.** No probe data."
+    at_last = probes[probes["best_epoch"] >= probes["epochs"]]
+    per_dataset = "; ".join(
+        f"{dataset_name(d)} {int((block['best_epoch'] >= block['epochs']).sum())} of {len(block)} (median chosen epoch {int(block['best_epoch'].median())} of {int(block['epochs'].max())})"
+        for d, block in probes.groupby("dataset", sort=False)
+    )
+    state = "Every probe stopped improving before its last epoch" if at_last.empty else f"{len(at_last)} of {len(probes)} probes chose their last epoch (still improving)"
+    return f"**Probe convergence.** {state}: {per_dataset}."
+
+
 def cost_block(data_dir: Path) -> str:
     """`python -m mscl bench dag` on the run that made the data (dag_cost.txt), verbatim."""
     path = Path(data_dir) / "dag_cost.txt"
@@ -492,7 +505,7 @@ def blocks(frames: Mapping[str, pd.DataFrame], tests: pd.DataFrame, batch_tests:
     runs = frames["runs"]
     plateau = plateau_frame(frames["convergence"])
     outcome = [
-        bce_sentence(bce_check(runs, margin)), convergence_sentence(plateau), headline_sentence(tests, margin),
+        bce_sentence(bce_check(runs, margin)), convergence_sentence(plateau), probe_sentence(frames["probes"]), headline_sentence(tests, margin),
         batch_sentence(batch_tests, margin), long_tail_sentence(tail_tests, margin), ablation_sentence(tests, margin),
         eq12_sentence(eq12_identity(runs)),
     ]  # fmt: skip

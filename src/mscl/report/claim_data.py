@@ -21,6 +21,8 @@ writes them anyway, for work in progress, and the report then says so.
   monitor's checks of every trained main-batch run (pretrain/train_log.csv).
 - tuning.csv: dataset, method, batch_size, setting, seed, metric, value, chosen. Every tuning run's
   val metric, from the selections (selected.json).
+- probes.csv: dataset, method, seed, best_epoch, epochs, commit. The probe's val-chosen epoch of
+  every main-batch run: a probe that chose its last epoch was still improving.
 """
 
 from __future__ import annotations
@@ -47,8 +49,9 @@ BATCH_COLUMNS = ("dataset", "method", "batch_size", "seed", "split", *METRICS, "
 BUCKET_COLUMNS = ("dataset", "method", "seed", "bucket", "labels", "macro_f1", "map", "commit")
 CONVERGENCE_COLUMNS = ("dataset", "method", "seed", "epoch", "val_map_readout", "loss", "commit")
 TUNING_COLUMNS = ("dataset", "method", "batch_size", "setting", "seed", "metric", "value", "chosen")
+PROBE_COLUMNS = ("dataset", "method", "seed", "best_epoch", "epochs", "commit")
 SPLIT_SECTIONS = {"val": "val_best", "test": "test"}
-FILES = ("runs.csv", "batch_size.csv", "buckets.csv", "convergence.csv", "tuning.csv")
+FILES = ("runs.csv", "batch_size.csv", "buckets.csv", "convergence.csv", "tuning.csv", "probes.csv")
 
 
 # ----------------------------------------------------------------------------- reading
@@ -84,7 +87,8 @@ def read_run(metrics_path: Path) -> dict[str, Any]:
         row = {metric: section.get(metric) for metric in METRICS}
         row["macro_f1"] = section.get(macro_f1_key(definition), row["macro_f1"])
         values[split] = {metric: math.nan if value is None else float(value) for metric, value in row.items()}
-    return {**axes, "definition": definition, "values": values, "commit": run_commit(metrics_path.parent), "probe_dir": metrics_path.parent}
+    probe = {"best_epoch": int(document.get("best_epoch", 0)), "epochs": int((spec.get("probe") or {}).get("epochs", 0))}
+    return {**axes, "definition": definition, "values": values, "probe": probe, "commit": run_commit(metrics_path.parent), "probe_dir": metrics_path.parent}
 
 
 def main_batch_sizes(runs: Sequence[Mapping[str, Any]]) -> dict[str, int]:
@@ -197,6 +201,7 @@ def export(metrics_paths: Sequence[Path], selections: Sequence[Path], train_stat
         "buckets.csv": (sorted((r for run in main for r in bucket_rows(run, counts[run["dataset"]])), key=sort_key), BUCKET_COLUMNS),
         "convergence.csv": (sorted((r for run in main for r in convergence_rows(run)), key=sort_key), CONVERGENCE_COLUMNS),
         "tuning.csv": (sorted((r for path in selections for r in tuning_rows(Path(path))), key=sort_key), TUNING_COLUMNS),
+        "probes.csv": (sorted(({"dataset": r["dataset"], "method": r["loss"], "seed": r["seed"], **r["probe"], "commit": r["commit"]} for r in main), key=sort_key), PROBE_COLUMNS),
     }
     out_dir.mkdir(parents=True, exist_ok=True)
     for name, (rows, columns) in tables.items():
