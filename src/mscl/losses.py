@@ -335,11 +335,54 @@ def _zero_like_graph(values: Tensor) -> Tensor:
 
 
 # --------------------------------------------------------------------------------------
-# Loss modules
+# Loss modules: one base does the shared steps, each loss supplies its anchor losses
 # --------------------------------------------------------------------------------------
 
 
-class PairLoss(nn.Module):
+class ContrastiveLoss(nn.Module):
+    """The shared forward of every contrastive loss (pytorch-metric-learning's shape).
+
+    `forward` turns autocast off, makes the view-major anchor features z [n, D] (float32, or
+    float64 kept), indexes the labels once (`index_labels`), asks the loss for its per-anchor
+    values (`anchor_losses`, the only part a loss writes) and reduces them (`reduce`, by default
+    the mean over the anchors that have a positive; a batch without one gives an exact 0 that
+    keeps the graph). `per_anchor` returns the unreduced values.
+    """
+
+    name = ""
+
+    def __init__(self, temperature: float):
+        super().__init__()
+        _check_temperature(temperature)
+        self.temperature = float(temperature)
+
+    def extra_repr(self) -> str:
+        return f"temperature={self.temperature}"
+
+    def anchor_losses(self, z: Tensor, batch: BatchLabels, views: int, labels: Tensor) -> AnchorLosses:
+        raise NotImplementedError  # pragma: no cover - every loss defines it
+
+    def reduce(self, anchors: AnchorLosses, batch: BatchLabels, views: int) -> Tensor:
+        if not bool(anchors.valid.any()):
+            return _zero_like_graph(anchors.values)
+        return anchors.values[anchors.valid].mean()
+
+    def _run(self, features: Tensor, labels: Tensor, reduce: bool) -> AnchorLosses | Tensor:
+        with torch.autocast(device_type=features.device.type, enabled=False):
+            z, _, views = _anchor_features(features, labels)
+            with torch.no_grad():
+                batch = index_labels(labels)
+            anchors = self.anchor_losses(z, batch, views, labels)
+            return self.reduce(anchors, batch, views) if reduce else anchors
+
+    def per_anchor(self, features: Tensor, labels: Tensor) -> AnchorLosses:
+        return self._run(features, labels, reduce=False)
+
+    def forward(self, features: Tensor, labels: Tensor) -> Tensor:
+        return self._run(features, labels, reduce=True)
+
+
+class PairLoss(ContrastiveLoss):
     """Weighted-pair SupCon: L_i = -(1/N_i) sum_p W_ip log p_ip with W from `weight_fn`.
 
     ``log_weight_inside=True`` evaluates the paper's Eq. 12 as printed,
@@ -355,34 +398,29 @@ class PairLoss(nn.Module):
         temperature: float = DEFAULT_TEMPERATURE,
         log_weight_inside: bool = False,
     ):
-        super().__init__()
-        _check_temperature(temperature)
+        super().__init__(temperature)
         self.name = name
         self.weight_fn = weight_fn
-        self.temperature = float(temperature)
         self.log_weight_inside = log_weight_inside
 
     def extra_repr(self) -> str:
         form = ", form=literal" if self.log_weight_inside else ""
         return f"name={self.name!r}, temperature={self.temperature}{form}"
 
-    def per_anchor(self, features: Tensor, labels: Tensor) -> AnchorLosses:
-        with torch.autocast(device_type=features.device.type, enabled=False):
-            z, _, views = _anchor_features(features, labels)
-            with torch.no_grad():
-                sample_weights = self.weight_fn(label_overlap(index_labels(labels), z.dtype))
-                positive = sample_weights > 0
-                # N_i: views * (#samples b' with W > 0) minus the anchor itself.
-                count = _row_mass(positive.to(z.dtype), views)
-                shift = self._log_weight_shift(sample_weights, positive, views) if self.log_weight_inside else None
-                if self.log_weight_inside:
-                    sample_weights = positive.to(z.dtype)
-            values = weighted_neg_log_prob(z, sample_weights, self.temperature) / count.clamp_min(1)
-            if shift is not None:
-                values = values + shift / count.clamp_min(1)
-            # An anchor without positives has all-zero weights and shift, so its value is
-            # already exactly 0.
-            return AnchorLosses(values, count > 0)
+    def anchor_losses(self, z: Tensor, batch: BatchLabels, views: int, labels: Tensor) -> AnchorLosses:
+        with torch.no_grad():
+            sample_weights = self.weight_fn(label_overlap(batch, z.dtype))
+            positive = sample_weights > 0
+            # N_i: views * (#samples b' with W > 0) minus the anchor itself.
+            count = _row_mass(positive.to(z.dtype), views)
+            shift = self._log_weight_shift(sample_weights, positive, views) if self.log_weight_inside else None
+            if self.log_weight_inside:
+                sample_weights = positive.to(z.dtype)
+        values = weighted_neg_log_prob(z, sample_weights, self.temperature) / count.clamp_min(1)
+        if shift is not None:
+            values = values + shift / count.clamp_min(1)
+        # An anchor without positives has all-zero weights and shift, so its value is already 0.
+        return AnchorLosses(values, count > 0)
 
     @staticmethod
     def _log_weight_shift(sample_weights: Tensor, positive: Tensor, views: int) -> Tensor:
@@ -391,64 +429,40 @@ class PairLoss(nn.Module):
         per_sample = views * log_w.sum(1) - log_w.diagonal()
         return -per_sample.repeat(views)
 
-    def forward(self, features: Tensor, labels: Tensor) -> Tensor:
-        anchors = self.per_anchor(features, labels)
-        if not bool(anchors.valid.any()):
-            return _zero_like_graph(anchors.values)
-        return anchors.values[anchors.valid].mean()
 
-
-class MulSupConLoss(nn.Module):
+class MulSupConLoss(ContrastiveLoss):
     """MulSupCon, batch form (paper Eq. 4-6): one positive set per anchor label.
 
     W_ip = sum_{c in S_i ∩ T_p} 1/n_c(i), n_c(i) = #{p != i : c in T_p}; L_i = -sum_p W_ip
-    log p_ip; batch loss = sum_i L_i / sum_i |S_i| over all anchors. (The official code is
-    MoCo-style with a momentum encoder and a labelled queue; this is the paper's batch form.)
+    log p_ip (unnormalised per anchor); the reducer divides the sum over all anchors by the
+    total label count sum_i |S_i|. (The official code is MoCo-style with a momentum encoder and
+    a labelled queue; this is the paper's batch form.)
     """
 
     name = "mulsupcon"
 
     def __init__(self, temperature: float = DEFAULT_TEMPERATURE):
-        super().__init__()
-        _check_temperature(temperature)
-        self.temperature = float(temperature)
+        super().__init__(temperature)
 
-    def extra_repr(self) -> str:
-        return f"temperature={self.temperature}"
-
-    def _parts(self, features: Tensor, labels: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        z, _, views = _anchor_features(features, labels)
+    def anchor_losses(self, z: Tensor, batch: BatchLabels, views: int, labels: Tensor) -> AnchorLosses:
         with torch.no_grad():
-            batch = index_labels(labels)
             sample_weights = label_overlap(batch, z.dtype, mulsupcon_label_weight(batch, views)).intersection
             valid = _row_mass(sample_weights, views) > 0
-            label_count = batch.sizes.repeat(views).to(z.dtype)
-        values = weighted_neg_log_prob(z, sample_weights, self.temperature)
-        return values, valid, label_count
+        return AnchorLosses(weighted_neg_log_prob(z, sample_weights, self.temperature), valid)
 
-    def per_anchor(self, features: Tensor, labels: Tensor) -> AnchorLosses:
-        """L_i unnormalised (the batch divides by the total label count, not per anchor)."""
-        with torch.autocast(device_type=features.device.type, enabled=False):
-            values, valid, _ = self._parts(features, labels)
-            return AnchorLosses(values, valid)
-
-    def forward(self, features: Tensor, labels: Tensor) -> Tensor:
-        with torch.autocast(device_type=features.device.type, enabled=False):
-            values, valid, label_count = self._parts(features, labels)
-            if not bool(valid.any()):
-                return _zero_like_graph(values)
-            return values.sum() / label_count.sum()
+    def reduce(self, anchors: AnchorLosses, batch: BatchLabels, views: int) -> Tensor:
+        if not bool(anchors.valid.any()):
+            return _zero_like_graph(anchors.values)
+        return anchors.values.sum() / batch.sizes.repeat(views).to(anchors.values.dtype).sum()
 
 
-class _PrototypeLoss(nn.Module):
+class _PrototypeLoss(ContrastiveLoss):
     """Shared parts of the losses with learnable, L2-normalised class prototypes P [L, D]."""
 
     def __init__(self, num_labels: int, dim: int, temperature: float):
-        super().__init__()
-        _check_temperature(temperature)
+        super().__init__(temperature)
         if num_labels < 1 or dim < 1:
             raise ValueError(f"prototype losses need num_labels >= 1 and dim >= 1, got {num_labels}, {dim}")
-        self.temperature = float(temperature)
         self.prototypes = nn.Parameter(torch.randn(num_labels, dim) / math.sqrt(dim))
 
     def _prototype_logits(self, z: Tensor, labels: Tensor) -> Tensor:
@@ -462,9 +476,8 @@ class _PrototypeLoss(nn.Module):
         prototypes = F.normalize(self.prototypes.to(z.dtype), dim=1)
         return z @ prototypes.T / self.temperature
 
-    def forward(self, features: Tensor, labels: Tensor) -> Tensor:
-        anchors = self.per_anchor(features, labels)
-        if not bool(anchors.valid.any()):
+    def reduce(self, anchors: AnchorLosses, batch: BatchLabels, views: int) -> Tensor:
+        if not bool(anchors.valid.any()):  # keep the prototypes in the graph too
             return _zero_like_graph(anchors.values) + 0.0 * self.prototypes.sum()
         return anchors.values[anchors.valid].mean()
 
@@ -478,19 +491,17 @@ class ClassPrototypeLoss(_PrototypeLoss):
     def __init__(self, num_labels: int, dim: int, temperature: float = DEFAULT_TEMPERATURE):
         super().__init__(num_labels, dim, temperature)
 
-    def per_anchor(self, features: Tensor, labels: Tensor) -> AnchorLosses:
-        with torch.autocast(device_type=features.device.type, enabled=False):
-            z, batch_size, views = _anchor_features(features, labels)
-            logits = self._prototype_logits(z, labels)
-            with torch.no_grad():
-                batch = index_labels(labels)
-                sizes = batch.sizes.repeat(views).to(z.dtype)
-                rows = torch.cat([batch.rows + v * batch_size for v in range(views)])
-                columns = batch.present[batch.columns].repeat(views)
-            positive_sum = torch.zeros(len(z), dtype=z.dtype, device=z.device).index_add(0, rows, logits[rows, columns])
-            values = torch.logsumexp(logits, dim=1) - positive_sum / sizes.clamp_min(1)
-            valid = sizes > 0
-            return AnchorLosses(torch.where(valid, values, values * 0.0), valid)
+    def anchor_losses(self, z: Tensor, batch: BatchLabels, views: int, labels: Tensor) -> AnchorLosses:
+        logits = self._prototype_logits(z, labels)
+        with torch.no_grad():
+            batch_size = batch.num_samples
+            sizes = batch.sizes.repeat(views).to(z.dtype)
+            rows = torch.cat([batch.rows + v * batch_size for v in range(views)])
+            columns = batch.present[batch.columns].repeat(views)
+        positive_sum = torch.zeros(len(z), dtype=z.dtype, device=z.device).index_add(0, rows, logits[rows, columns])
+        values = torch.logsumexp(logits, dim=1) - positive_sum / sizes.clamp_min(1)
+        valid = sizes > 0
+        return AnchorLosses(torch.where(valid, values, values * 0.0), valid)
 
 
 class MSCLoss(_PrototypeLoss):
@@ -521,31 +532,28 @@ class MSCLoss(_PrototypeLoss):
     def extra_repr(self) -> str:
         return f"temperature={self.temperature}, alpha={self.alpha}, beta={self.beta}"
 
-    def per_anchor(self, features: Tensor, labels: Tensor) -> AnchorLosses:
-        with torch.autocast(device_type=features.device.type, enabled=False):
-            z, _, views = _anchor_features(features, labels)
-            prototype_logits = self._prototype_logits(z, labels)
-            with torch.no_grad():
-                batch = index_labels(labels)
-                overlap = label_overlap(batch, z.dtype)
-                union = overlap.sizes[:, None] + overlap.sizes[None, :] - overlap.intersection
-                sample_pull = torch.where(union > 0, self.alpha / union.clamp_min(1), 0.0)  # A_b
-                held = batch.dense(z.dtype)  # [B, C] over the labels present
-                # Z_ic = 1 + sum_{k != i} A_ik [c in T_k]: the views of sample b' each add
-                # A_b[b, b']; the anchor itself does not.
-                normaliser = 1 + views * (sample_pull @ held) - sample_pull.diagonal()[:, None] * held
-                inverse_normaliser = held / normaliser  # 1/Z_bc on c in S_b, else 0
-                shared_inverse = inverse_normaliser @ held.T  # M_b = sum_{c in S ∩ T} 1/Z
-                pull_weights = sample_pull * shared_inverse  # [B, B]
-                sizes = batch.sizes.repeat(views).to(z.dtype)
-                anchor_inverse = inverse_normaliser.repeat(views, 1)
-            logits = _masked_logits(z, self.temperature)
-            denominator = torch.logsumexp(torch.cat([logits + math.log(self.beta), prototype_logits], dim=1), dim=1)
-            prototype_pull = (anchor_inverse * prototype_logits[:, batch.present]).sum(1)
-            sample_pull_term = weighted_similarity(z, pull_weights, self.temperature)
-            values = denominator - (prototype_pull + sample_pull_term) / sizes.clamp_min(1)
-            valid = sizes > 0
-            return AnchorLosses(torch.where(valid, values, values * 0.0), valid)
+    def anchor_losses(self, z: Tensor, batch: BatchLabels, views: int, labels: Tensor) -> AnchorLosses:
+        prototype_logits = self._prototype_logits(z, labels)
+        with torch.no_grad():
+            overlap = label_overlap(batch, z.dtype)
+            union = overlap.sizes[:, None] + overlap.sizes[None, :] - overlap.intersection
+            sample_pull = torch.where(union > 0, self.alpha / union.clamp_min(1), 0.0)  # A_b
+            held = batch.dense(z.dtype)  # [B, C] over the labels present
+            # Z_ic = 1 + sum_{k != i} A_ik [c in T_k]: the views of sample b' each add
+            # A_b[b, b']; the anchor itself does not.
+            normaliser = 1 + views * (sample_pull @ held) - sample_pull.diagonal()[:, None] * held
+            inverse_normaliser = held / normaliser  # 1/Z_bc on c in S_b, else 0
+            shared_inverse = inverse_normaliser @ held.T  # M_b = sum_{c in S ∩ T} 1/Z
+            pull_weights = sample_pull * shared_inverse  # [B, B]
+            sizes = batch.sizes.repeat(views).to(z.dtype)
+            anchor_inverse = inverse_normaliser.repeat(views, 1)
+        logits = _masked_logits(z, self.temperature)
+        denominator = torch.logsumexp(torch.cat([logits + math.log(self.beta), prototype_logits], dim=1), dim=1)
+        prototype_pull = (anchor_inverse * prototype_logits[:, batch.present]).sum(1)
+        sample_pull_term = weighted_similarity(z, pull_weights, self.temperature)
+        values = denominator - (prototype_pull + sample_pull_term) / sizes.clamp_min(1)
+        valid = sizes > 0
+        return AnchorLosses(torch.where(valid, values, values * 0.0), valid)
 
 
 class SupervisedBCE(nn.Module):
