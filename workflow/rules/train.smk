@@ -138,6 +138,9 @@ rule select_setting:
         tuning_metrics,
     output:
         SELECTION,
+    # Cheap, and it unlocks a method's test runs: without a priority the greedy scheduler, which
+    # prefers jobs with large inputs, leaves every selection until all tuning has run.
+    priority: 10
     conda:
         CONDA_ENV
     log:
