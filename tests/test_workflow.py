@@ -93,7 +93,7 @@ def test_dry_run_of_the_default_config_lists_every_rule(tmp_path):
     runs = 15 + 8 + 5 + 4 + 5 + 8 + 4 + 10
     expected = expected_job_counts(runs, len(DEFAULT_DATASETS), demo_kinds=5, mimic_versions=1, prefix_caches=4)
     assert counts == expected
-    assert "tiny_models" not in counts
+    assert "local_models" not in counts
 
 
 def test_plm_icd_with_trainable_layers_gets_a_prefix_cache_per_dataset(tmp_path):

@@ -294,10 +294,17 @@ def _stats_table(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out-prefix", required=True, type=Path, help="output path without suffix, e.g. results/tables/statistics")
 
 
-@command("make-tiny-models", description="Write tiny randomly initialised RoBERTa and Llama models plus a BPE tokenizer (offline).")
+@command("make-tiny-models", description="Write randomly initialised local RoBERTa and Llama models plus a BPE tokenizer (offline).")
 def _make_tiny_models(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--out", required=True, type=Path, help="folder to (re)create with tokenizer/, roberta/, llama/")
+    parser.add_argument("--out", required=True, type=Path, help="folder to (re)create with tokenizer/ and the set's model folders")
     parser.add_argument("--seed", type=int, default=0, help="weight initialisation seed (same seed -> identical files)")
+    parser.add_argument(
+        "--set",
+        choices=("tiny", "paper"),
+        default="tiny",
+        help="tiny: roberta/ and llama/, 2 layers at width 64 (tests); paper: roberta-base/ (roberta-base's config) and "
+        "llama-3.1-8b-design/ (Llama-3.1-8B's layer design, hidden 512, 4 layers), the smoke overlay's stand-ins",
+    )
 
 
 EMBED_BATCH_SIZE = 64
