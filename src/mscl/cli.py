@@ -428,6 +428,16 @@ def _figure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--split", choices=("test", "val"), help="split to plot (default: test; batch_size uses val as the paper)")
 
 
+@command("check-complete", doc_of="mscl.report.complete")
+def _check_complete(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--tables", nargs="*", default=[], type=Path, metavar="CSV", help="CSV of each paper table (`python -m mscl table NAME`)")
+    parser.add_argument("--statistics", type=Path, help="statistics.csv (`python -m mscl stats-table`)")
+    parser.add_argument("--datasets", nargs="*", default=[], metavar="NAME", help="dataset settings the statistics table must list")
+    parser.add_argument("--runs", type=Path, help="tidy CSV from `python -m mscl collect` (for the figures)")
+    parser.add_argument("--figure", action="append", default=[], metavar="NAME[=BATCH]", help=f"a figure to rebuild and check ({', '.join(FIGURE_NAMES)}), at batch size BATCH (default: the figure's own)")
+    parser.add_argument("--out", type=Path, help="summary file, written only when nothing is missing")
+
+
 CLAIM_REFERENCE = "simdissim"
 CLAIM_ALPHA = 0.05
 CLAIM_MARGIN = 0.01  # the equivalence margin (fraction): 1 point, declared in the protocol

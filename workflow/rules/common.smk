@@ -475,10 +475,15 @@ REPORT_GROUP = {
 }
 
 
-def batch_size_option(wildcards):
-    name = wildcards.get("table") or wildcards.get("figure")
+def report_batch_size(name):
+    """The configured batch size of a table or figure's group; None for those that mix groups."""
     group = REPORT_GROUP.get(name)
-    return f"--batch-size {config['report']['batch_size'][group]}" if group else ""
+    return config["report"]["batch_size"][group] if group else None
+
+
+def batch_size_option(wildcards):
+    size = report_batch_size(wildcards.get("table") or wildcards.get("figure"))
+    return f"--batch-size {size}" if size else ""
 
 
 # The claim check's artifacts (report.artifacts = claim): the data files of `claim-export`
