@@ -15,7 +15,8 @@ this command says whether it did, from the files the DAG wrote:
 - statistics.csv: one row per dataset setting named by --datasets, no empty count;
 - every figure, rebuilt from the tidy runs by `mscl.report.figures.build_figure` at its batch
   size (`NAME=BATCH`, or `NAME` for the figure's own default): no plotted item without a result
-  (its data's `status` column, or the `not_run` list a figure may carry in `data.attrs`).
+  (its data's `status` column, or the `not_run` list a figure may carry in `data.attrs`) and no
+  NaN among the plotted means.
 
 Every problem is printed (one line each); the exit status is 1 when there is any, and --out
 (a short summary) is written only when there is none, so a Snakemake target of it exists only
@@ -86,6 +87,9 @@ def figure_problems(name: str, runs: pd.DataFrame, batch_size: int | None) -> tu
     plt.close(figure)
     absent = data[data["status"].isin(ABSENT)] if "status" in data.columns else data.iloc[0:0]
     problems = [f"figure {name}: no result for {describe(row)}" for row in absent.itertuples(index=False)]
+    if "status" in data.columns and "mean" in data.columns:
+        nan = data[data["status"].isin(PRESENT) & data["mean"].isna()]
+        problems += [f"figure {name}: {describe(row)} is NaN" for row in nan.itertuples(index=False)]
     problems += [f"figure {name}: not run: {item}" for item in data.attrs.get("not_run", [])]
     return problems, len(data) - len(absent)
 
