@@ -45,7 +45,7 @@ BENCHMARKS = f"{RESULTS}/benchmarks"
 # A prepared dataset is a folder of these files (see mscl.data.manifest).
 MANIFEST_FILES = ["train.parquet", "val.parquet", "test.parquet", "labels.txt", "stats.json"]
 MODELS = config["paths"]["models"]
-# Locally generated model sets (rule local_models, `python -m mscl make-tiny-models --set`): an
+# Locally generated model sets, written by the local_models rule (make-tiny-models --set). An
 # encoder spec's path names one as "{tiny}/roberta" or "{paper_stand_ins}/roberta-base".
 # tiny: 2-layer RoBERTa/Llama for tests; paper_stand_ins: the paper's hub models at their class
 # and width, randomly initialised (config/paper_smoke.yaml).
