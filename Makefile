@@ -1,6 +1,9 @@
 # Two entry points for a fresh machine (see README):
 #   make demo   set up the virtualenv, then run the whole pipeline on the embedded default
 #   make test   set up the virtualenv, then run the test suite
+# the paper's whole grid at smoke scale, the first thing to run on a new cluster (README):
+#   make paper-smoke  config/paper.yaml + config/paper_smoke.yaml: 234 training jobs, every table
+#                     and figure, then a check that no cell or figure item lacks a result
 # and the claim check on real public data (docs/claim-check.md):
 #   make claim  fetch its Debian sources (apt, as root) if missing, then run config/claim.yaml
 VENV    ?= .venv
@@ -11,7 +14,7 @@ BIN     := $(VENV)/bin
 # Rules run `python -m mscl ...`: put the virtualenv first on PATH for snakemake's jobs.
 SNAKEMAKE := PATH="$(abspath $(BIN)):$$PATH" $(BIN)/snakemake
 
-.PHONY: install demo test dry-run lint bench clean-results claim claim-data claim-publish claim-quick
+.PHONY: install demo test dry-run lint bench clean-results claim claim-data claim-publish claim-quick paper-smoke
 
 $(BIN)/.installed: requirements.lock.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,6 +27,16 @@ install: $(BIN)/.installed
 
 demo: install
 	$(SNAKEMAKE) --cores $(CORES) $(TARGETS)
+
+# The paper's grid at smoke scale (config/paper_smoke.yaml: demo data in the real formats, the
+# hub models as local stand-ins of the same class and width, one step per epoch), every table
+# and figure, then `check_complete` (results/paper_smoke/complete.txt exists only if no table
+# cell and no figure item lacks a result), then where the wall time went. Targets go before
+# --configfile (it takes every word after it).
+SMOKE_RESULTS := results/paper_smoke
+paper-smoke: install
+	$(SNAKEMAKE) --cores $(CORES) all $(SMOKE_RESULTS)/complete.txt --configfile config/paper.yaml config/paper_smoke.yaml
+	$(BIN)/python -m mscl bench dag --log "$$(ls -t .snakemake/log/*.snakemake.log | head -1)" --results $(SMOKE_RESULTS)
 
 # The claim check's Debian sources: Fashion-MNIST's idx files and apt's English description
 # index (Translation-en; Debian's docker images switch it off, the -o flag turns it back on for

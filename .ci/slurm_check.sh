@@ -41,7 +41,7 @@ ACCOUNT=mscl-ci     # created with sacctmgr when accounting is on
 # The slice: AAPD demo -> manifest (make_demo, prepare_aapd: SLURM jobs) -> statistics table
 # (statistics_table: a local rule).
 DATA_TARGETS=(results/tables/statistics.csv)
-# The training slice (tiny_models, pretrain, probe: GPU jobs), skipped with SLURM_CHECK_TRAINING=0.
+# The training slice (local_models, pretrain, probe: GPU jobs), skipped with SLURM_CHECK_TRAINING=0.
 RUN=aapd/roberta-tiny/simdissim/bs32/seed0
 TRAINING_TARGETS=("results/runs/$RUN/probe/metrics.json")
 
@@ -343,7 +343,7 @@ def compare_metrics(slurm_file: Path, local_file: Path, label: str) -> None:
 
 
 data_rules = {"make_demo", "prepare_aapd"}
-train_rules = {"tiny_models", "pretrain", "probe"} if training else set()
+train_rules = {"local_models", "pretrain", "probe"} if training else set()
 check_run("slurm profile", work / "slurm.log", data_rules | train_rules, "--gpus=1")
 if training:
     check_run("slurm-gres profile", work / "slurm-gres.log", {"probe"}, "--gres=gpu:1")

@@ -31,7 +31,7 @@ def test_claim_dry_run_is_the_documented_grid(tmp_path):
     assert counts["pretrain"] == counts["probe"] == 10 * 10 + 4 * 3 * 5 + 7 * 10 + 9 * 10
     for rule in ("prepare_yeast", "prepare_debtags", "embed_debtags", "prepare_fashion_mnist", "claim_export", "claim_report", "statistics_table"):
         assert counts[rule] == 1, rule
-    assert "paper_table" not in counts and "collect_runs" not in counts and "tiny_models" not in counts
+    assert "paper_table" not in counts and "collect_runs" not in counts and "local_models" not in counts
     assert "results/claim/claim_check/tests.csv" in output and "results/claim/claim_check/data/runs.csv" in output
 
 

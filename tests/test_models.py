@@ -17,7 +17,9 @@ from transformers import AutoTokenizer
 from mscl.models import ENCODER_KINDS, Encoder, LabelWiseLinear, ProjectionHead, build_encoder, count_parameters, parameter_groups
 from mscl.models.image import resolve_weights
 from mscl.models.plm_icd import LabelWiseAttention, masked_label_attention, to_chunks
+from mscl.models import text as text_models
 from mscl.models.text import checked_model_path
+from mscl.demo.tiny_models import llama_8b_design_config, roberta_base_config
 from mscl.demo.tiny_models import main as tiny_main
 from mscl.demo.tiny_models import make_tiny_models, seeded_models
 
@@ -93,6 +95,27 @@ def test_tiny_models_same_seed_identical_files_other_seed_other_weights(tiny: di
     assert torch.equal(seed0["llama"].embed_tokens.weight, seeded_models(vocab, 0)["llama"].embed_tokens.weight)
     assert not torch.equal(seed0["llama"].embed_tokens.weight, seed1["llama"].embed_tokens.weight)
     assert not torch.equal(seed0["roberta"].embeddings.word_embeddings.weight, seed1["roberta"].embeddings.word_embeddings.weight)
+
+
+def test_paper_stand_in_configs_keep_the_paper_models_class_width_and_layer_design() -> None:
+    """roberta-base's published config (but the vocabulary); Llama-3.1-8B's layer design
+    (meta-llama/Llama-3.1-8B config.json) at a CPU's width and depth."""
+    roberta = roberta_base_config(3000)
+    assert (roberta.num_hidden_layers, roberta.hidden_size, roberta.num_attention_heads, roberta.intermediate_size) == (12, 768, 12, 3072)
+    assert (roberta.max_position_embeddings, roberta.type_vocab_size, roberta.layer_norm_eps, roberta.hidden_dropout_prob) == (514, 1, 1e-5, 0.1)
+    llama = llama_8b_design_config(3000)
+    eight_b = {"hidden": 4096, "heads": 32, "kv_heads": 8, "intermediate": 14336}
+    assert llama.num_attention_heads // llama.num_key_value_heads == eight_b["heads"] // eight_b["kv_heads"]  # GQA 4:1
+    assert llama.head_dim == eight_b["hidden"] // eight_b["heads"] == 128
+    assert llama.intermediate_size / llama.hidden_size == eight_b["intermediate"] / eight_b["hidden"]  # SwiGLU 3.5x
+    assert llama.hidden_act == "silu" and llama.rms_norm_eps == 1e-5 and not llama.tie_word_embeddings
+    assert llama.rope_parameters["rope_type"] == "llama3" and llama.rope_parameters["rope_theta"] == 500000.0
+    assert (llama.hidden_size, llama.num_hidden_layers) == (512, 4)
+    models = seeded_models(3000, 0, "paper")
+    assert type(models["llama-3.1-8b-design"]).__name__ == "LlamaForCausalLM"  # the real checkpoint's class
+    assert type(models["roberta-base"]).__name__ == "RobertaModel"
+    with pytest.raises(ValueError, match="unknown model set 'huge'"):
+        seeded_models(3000, 0, "huge")
 
 
 # ---------------------------------------------------------------------------------------- resnet
@@ -184,6 +207,15 @@ def test_llama_lora_only_adapters_train(tiny: dict[str, Path]) -> None:
     full = build(llama_spec(tiny, bf16=False, lora_r=4, lora_target_modules=["q_proj", "v_proj"]))
     assert full.model.get_base_model().embed_tokens.weight.dtype == torch.float32
     assert count_parameters(full, trainable_only=True) == 2 * 4 * ((64 + 64) + (64 + 32))
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_llama_bf16_auto_follows_native_bf16_support(tiny: dict[str, Path], native: bool, monkeypatch, capsys) -> None:
+    monkeypatch.setattr(text_models, "native_bf16", lambda: native)
+    encoder = build(llama_spec(tiny, bf16="auto"))
+    expected = torch.bfloat16 if native else torch.float32
+    assert encoder.model.get_base_model().embed_tokens.weight.dtype == expected
+    assert f"bf16 auto -> {str(expected).removeprefix('torch.')}" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("padding_side", ["right", "left"])
@@ -350,7 +382,7 @@ def test_hub_names_pass_through_and_local_paths_are_checked(tiny: dict[str, Path
         ({"kind": "hf", "path": "TINY/roberta", "dropout": 0.2}, "'dropout': is not a known key"),
         ({"kind": "llama_lora", "path": "TINY/llama", "lora_r": 0}, "'lora_r': must be a positive integer"),
         ({"kind": "llama_lora", "path": "TINY/llama", "lora_dropout": 1.5}, "'lora_dropout': must be a number in"),
-        ({"kind": "llama_lora", "path": "TINY/llama", "bf16": "true"}, "'bf16': must be true or false"),
+        ({"kind": "llama_lora", "path": "TINY/llama", "bf16": "true"}, "'bf16': must be true, false or auto"),
         ({"kind": "llama_lora", "path": "TINY/llama", "lora_target_modules": ["nope_proj"]}, "'lora_target_modules'"),
         ({"kind": "plm_icd", "path": "TINY/roberta", "chunk_size": 600, "max_length": 3000}, "'chunk_size': 600 tokens exceed"),
         ({"kind": "plm_icd", "path": "TINY/roberta", "chunk_size": 128, "max_length": 200}, "'max_length': 200 is not a multiple of chunk_size 128"),

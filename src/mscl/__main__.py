@@ -38,6 +38,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "collect": ("mscl.report.collect", "gather every run's metrics into one tidy CSV"),
     "table": ("mscl.report.tables", "one paper table (tex/csv/md) from the tidy results"),
     "figure": ("mscl.report.figures", "one paper figure (pdf/png) from the tidy results"),
+    "check-complete": ("mscl.report.complete", "every paper table cell and figure item has a result (after a full-grid run)"),
     "claim-export": ("mscl.report.claim_data", "claim check: the runs' data files (runs.csv, batch_size.csv, buckets.csv, convergence.csv, tuning.csv)"),
     "claim-report": ("mscl.report.claim", "claim check: paired-seed tests of Sim-Dissim vs each method (tables, figure, outcome)"),
     "eq12": ("mscl.eq12", "show that the paper's Eq. 12 as printed has exactly ANY's gradients"),

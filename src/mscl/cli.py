@@ -294,10 +294,17 @@ def _stats_table(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out-prefix", required=True, type=Path, help="output path without suffix, e.g. results/tables/statistics")
 
 
-@command("make-tiny-models", description="Write tiny randomly initialised RoBERTa and Llama models plus a BPE tokenizer (offline).")
+@command("make-tiny-models", description="Write randomly initialised local RoBERTa and Llama models plus a BPE tokenizer (offline).")
 def _make_tiny_models(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--out", required=True, type=Path, help="folder to (re)create with tokenizer/, roberta/, llama/")
+    parser.add_argument("--out", required=True, type=Path, help="folder to (re)create with tokenizer/ and the set's model folders")
     parser.add_argument("--seed", type=int, default=0, help="weight initialisation seed (same seed -> identical files)")
+    parser.add_argument(
+        "--set",
+        choices=("tiny", "paper"),
+        default="tiny",
+        help="tiny: roberta/ and llama/, 2 layers at width 64 (tests); paper: roberta-base/ (roberta-base's config) and "
+        "llama-3.1-8b-design/ (Llama-3.1-8B's layer design, hidden 512, 4 layers), the smoke overlay's stand-ins",
+    )
 
 
 EMBED_BATCH_SIZE = 64
@@ -419,6 +426,16 @@ def _figure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("name", choices=FIGURE_NAMES)
     add_results_arguments(parser, "figure", "relations")
     parser.add_argument("--split", choices=("test", "val"), help="split to plot (default: test; batch_size uses val as the paper)")
+
+
+@command("check-complete", doc_of="mscl.report.complete")
+def _check_complete(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--tables", nargs="*", default=[], type=Path, metavar="CSV", help="CSV of each paper table (`python -m mscl table NAME`)")
+    parser.add_argument("--statistics", type=Path, help="statistics.csv (`python -m mscl stats-table`)")
+    parser.add_argument("--datasets", nargs="*", default=[], metavar="NAME", help="dataset settings the statistics table must list")
+    parser.add_argument("--runs", type=Path, help="tidy CSV from `python -m mscl collect` (for the figures)")
+    parser.add_argument("--figure", action="append", default=[], metavar="NAME[=BATCH]", help=f"a figure to rebuild and check ({', '.join(FIGURE_NAMES)}), at batch size BATCH (default: the figure's own)")
+    parser.add_argument("--out", type=Path, help="summary file, written only when nothing is missing")
 
 
 CLAIM_REFERENCE = "simdissim"

@@ -252,6 +252,10 @@ def _run_worker(listener: socket.socket, connection: socket.socket, descriptors:
         code = 1
     finally:
         try:
+            # The job is over: the SIGTERM that _terminate_when_job_leaves sends once the job
+            # process has read its exit status must not reach the job's own handler, which would
+            # log "stopped by SIGTERM" under a job that succeeded.
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
             print(_usage_line(), file=sys.stderr)
             sys.stdout.flush()
             sys.stderr.flush()

@@ -45,7 +45,11 @@ BENCHMARKS = f"{RESULTS}/benchmarks"
 # A prepared dataset is a folder of these files (see mscl.data.manifest).
 MANIFEST_FILES = ["train.parquet", "val.parquet", "test.parquet", "labels.txt", "stats.json"]
 MODELS = config["paths"]["models"]
-TINY_MODELS = f"{MODELS}/tiny"
+# Locally generated model sets, written by the local_models rule (make-tiny-models --set). An
+# encoder spec's path names one as "{tiny}/roberta" or "{paper_stand_ins}/roberta-base".
+# tiny: 2-layer RoBERTa/Llama for tests; paper_stand_ins: the paper's hub models at their class
+# and width, randomly initialised (config/paper_smoke.yaml).
+LOCAL_MODEL_SETS = {"tiny": "tiny", "paper_stand_ins": "paper"}  # folder under MODELS -> --set
 MIMIC_VERSIONS = ["mimic3", "mimic4_icd9", "mimic4_icd10"]
 DEMO_KINDS = ["coco", "voc", "nuswide", "aapd", "mimic3", "mimic4"]
 # Used with `--sdm conda`; otherwise jobs run in the environment snakemake runs in.
@@ -198,6 +202,7 @@ wildcard_constraints:
     seed=r"\d+",
     setting=r"[A-Za-z_]+[^/]*",
     version="|".join(MIMIC_VERSIONS),
+    model_set="|".join(LOCAL_MODEL_SETS),
     kind="|".join(DEMO_KINDS),
 
 
@@ -252,6 +257,12 @@ def prepare_options(source):
 def demo_input(source):
     """The generated demo folder when a source runs on demo data, else nothing."""
     return [f"{RAW}/demo/{source}"] if is_demo(source) else []
+
+
+def demo_samples_option(wildcards):
+    """--samples from `sources.<kind>.samples` (null: the generator's default size)."""
+    samples = config["sources"][wildcards.kind].get("samples")
+    return "" if samples is None else f"--samples {samples}"
 
 
 _reported_config_problems = set()
@@ -329,15 +340,18 @@ def split_list_input(wildcards):
 
 
 def encoder_spec(name):
-    """The encoder's spec with "{tiny}" expanded to the generated tiny models' folder."""
+    """The encoder's spec with "{tiny}" / "{paper_stand_ins}" expanded to the generated folders."""
     spec = dict(config["encoders"][name]["spec"])
     if isinstance(spec.get("path"), str):
-        spec["path"] = spec["path"].replace("{tiny}", TINY_MODELS)
+        for model_set in LOCAL_MODEL_SETS:
+            spec["path"] = spec["path"].replace(f"{{{model_set}}}", f"{MODELS}/{model_set}")
     return spec
 
 
-def uses_tiny_models(name):
-    return "{tiny}" in str(config["encoders"][name]["spec"].get("path", ""))
+def local_models_of(name):
+    """The generated model folders the encoder's spec names ([] for hub names and other folders)."""
+    path = str(config["encoders"][name]["spec"].get("path", ""))
+    return [f"{MODELS}/{model_set}" for model_set in LOCAL_MODEL_SETS if f"{{{model_set}}}" in path]
 
 
 def tuning_values(wildcards):
@@ -398,8 +412,8 @@ def prefix_cache_option(wildcards, input):
     return f"--prefix-cache {input.prefix}" if input.prefix else ""
 
 
-def tiny_models_input(wildcards):
-    return [TINY_MODELS] if uses_tiny_models(wildcards.encoder) else []
+def local_models_input(wildcards):
+    return local_models_of(wildcards.encoder)
 
 
 def run_log(stage, name=RUN_NAME):
@@ -461,10 +475,15 @@ REPORT_GROUP = {
 }
 
 
-def batch_size_option(wildcards):
-    name = wildcards.get("table") or wildcards.get("figure")
+def report_batch_size(name):
+    """The configured batch size of a table or figure's group; None for those that mix groups."""
     group = REPORT_GROUP.get(name)
-    return f"--batch-size {config['report']['batch_size'][group]}" if group else ""
+    return config["report"]["batch_size"][group] if group else None
+
+
+def batch_size_option(wildcards):
+    size = report_batch_size(wildcards.get("table") or wildcards.get("figure"))
+    return f"--batch-size {size}" if size else ""
 
 
 # The claim check's artifacts (report.artifacts = claim): the data files of `claim-export`

@@ -10,5 +10,6 @@ rule make_demo:
         f"{LOGS}/demo/{{kind}}.log",
     params:
         seed=config["seed"],
+        samples=demo_samples_option,
     shell:
-        "python -m mscl make-demo {wildcards.kind} --out {output} --seed {params.seed} > {log} 2>&1"
+        "python -m mscl make-demo {wildcards.kind} --out {output} --seed {params.seed} {params.samples} > {log} 2>&1"

@@ -8,23 +8,24 @@ localrules:
     select_setting,
 
 
-rule tiny_models:
+rule local_models:
     output:
-        directory(TINY_MODELS),
+        directory(f"{MODELS}/{{model_set}}"),
     conda:
         CONDA_ENV
     log:
-        f"{LOGS}/models/tiny.log",
+        f"{LOGS}/models/{{model_set}}.log",
     params:
         seed=config["seed"],
+        model_set=lambda wildcards: LOCAL_MODEL_SETS[wildcards.model_set],
     shell:
-        "python -m mscl make-tiny-models --out {output} --seed {params.seed} > {log} 2>&1"
+        "python -m mscl make-tiny-models --out {output} --seed {params.seed} --set {params.model_set} > {log} 2>&1"
 
 
 rule cache_prefix:
     input:
         data=lambda wildcards: manifest(wildcards.dataset),
-        models=tiny_models_input,
+        models=local_models_input,
     output:
         f"{PROCESSED}/{{dataset}}/prefix/{{encoder}}.pt",
     conda:
@@ -47,7 +48,7 @@ rule cache_prefix:
 rule pretrain:
     input:
         data=lambda wildcards: manifest(wildcards.dataset),
-        models=tiny_models_input,
+        models=local_models_input,
         prefix=prefix_cache_input,
         selected=selected_input,
     output:
@@ -78,7 +79,7 @@ rule probe:
     input:
         data=lambda wildcards: manifest(wildcards.dataset),
         encoder=rules.pretrain.output.encoder,
-        models=tiny_models_input,
+        models=local_models_input,
         prefix=prefix_cache_input,
         selected=selected_input,
     output:
@@ -121,7 +122,7 @@ use rule probe as tuning_probe with:
     input:
         data=lambda wildcards: manifest(wildcards.dataset),
         encoder=rules.tuning_pretrain.output.encoder,
-        models=tiny_models_input,
+        models=local_models_input,
         prefix=prefix_cache_input,
         selected=selected_input,
     output:

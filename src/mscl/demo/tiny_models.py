@@ -1,4 +1,4 @@
-"""`python -m mscl make-tiny-models --out DIR [--seed 0]`: tiny local Hugging Face models.
+"""`python -m mscl make-tiny-models --out DIR [--seed 0] [--set tiny|paper]`: local Hugging Face models.
 
 Model hubs are unreachable in development and CI, so the default configuration builds small,
 randomly initialised models locally and saves them with `save_pretrained`; the encoders then
@@ -14,7 +14,21 @@ load them through the real `from_pretrained` code path. Written into DIR:
 - `llama/`: LlamaModel, 2 layers, hidden 64, 4 heads, 2 key/value heads, intermediate 128, with
   the same vocabulary but Llama-3-style special tokens: BOS only (`<s> A`) and no pad token,
   so the encoder's pad = eos fallback runs as it does for the real Llama 3.1.
-- `info.json`: seed, vocabulary size and parameter counts.
+- `info.json`: set, seed, vocabulary size and parameter counts.
+
+`--set paper` writes instead the stand-ins for the paper's hub models that the smoke overlay
+(config/paper_smoke.yaml) runs the paper's grid with, on the same tokenizer:
+
+- `roberta-base/`: RobertaModel built from roberta-base's published config (12 layers, hidden
+  768, 12 heads, intermediate 3072, 514 positions, dropout 0.1, LayerNorm eps 1e-5), randomly
+  initialised; only the vocabulary is the small tokenizer's (3,000 instead of 50,265). It is
+  roberta-base's class and width, so PLM-ICD's code path runs over it too.
+- `llama-3.1-8b-design/`: LlamaForCausalLM with Llama-3.1-8B's layer design (grouped-query
+  attention with 4 query heads per key/value head and head dimension 128, RoPE with theta
+  500,000 and the llama3 frequency scaling, SwiGLU MLP 3.5x as wide as the model, RMSNorm eps
+  1e-5, untied output embeddings), at hidden 512 and 4 layers instead of 4,096 and 32, saved in
+  bfloat16 as the real checkpoint is. The causal-LM class is the real checkpoint's, so the
+  encoder's `AutoModel.from_pretrained` loads its base model the way it loads the 8B one.
 
 The tokenizer does not depend on the seed; the weights are drawn from torch's RNG seeded with
 `--seed`, so the same seed gives byte-identical files. The folder is written to a temporary
@@ -29,7 +43,7 @@ from typing import Any
 
 import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
-from transformers import LlamaConfig, LlamaModel, PreTrainedTokenizerFast, RobertaConfig, RobertaModel
+from transformers import LlamaConfig, LlamaForCausalLM, LlamaModel, PreTrainedTokenizerFast, RobertaConfig, RobertaModel
 
 from mscl import cli
 from mscl.demo import icd_descriptions, staging_dir
@@ -158,28 +172,99 @@ def llama_config(vocab_size: int) -> LlamaConfig:
     )
 
 
-def seeded_models(vocab_size: int, seed: int) -> dict[str, torch.nn.Module]:
-    """Randomly initialised RobertaModel and LlamaModel drawn from torch's RNG seeded with `seed`."""
+def roberta_base_config(vocab_size: int) -> RobertaConfig:
+    """roberta-base's published config.json (hub: FacebookAI/roberta-base), vocabulary aside."""
+    return RobertaConfig(
+        vocab_size=vocab_size,  # roberta-base: 50,265 (its BPE); here the small tokenizer's
+        hidden_size=768,
+        num_hidden_layers=12,
+        num_attention_heads=12,
+        intermediate_size=3072,
+        hidden_act="gelu",
+        max_position_embeddings=514,
+        type_vocab_size=1,
+        layer_norm_eps=1e-5,
+        hidden_dropout_prob=0.1,
+        attention_probs_dropout_prob=0.1,
+        initializer_range=0.02,
+        bos_token_id=BOS_ID,
+        pad_token_id=PAD_ID,
+        eos_token_id=EOS_ID,
+    )
+
+
+# Llama-3.1-8B's config.json (hub: meta-llama/Llama-3.1-8B) and what the stand-in keeps of it.
+LLAMA_8B_HEADS_PER_KV_HEAD = 4  # 32 query heads over 8 key/value heads
+LLAMA_8B_HEAD_DIM = 128  # 4,096 / 32
+LLAMA_8B_MLP_RATIO = 3.5  # intermediate 14,336 / hidden 4,096
+LLAMA_8B_ROPE = {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}
+# The stand-in's size: 4 query heads (hidden 512) and 4 layers instead of 32 and 32.
+LLAMA_DESIGN_HEADS = 4
+LLAMA_DESIGN_LAYERS = 4
+
+
+def llama_8b_design_config(vocab_size: int) -> LlamaConfig:
+    """Llama-3.1-8B's layer design (GQA 4:1 at head dim 128, llama3 RoPE, SwiGLU 3.5x, RMSNorm
+    1e-5, untied embeddings) at hidden 512 and 4 layers."""
+    hidden = LLAMA_DESIGN_HEADS * LLAMA_8B_HEAD_DIM
+    return LlamaConfig(
+        vocab_size=vocab_size,  # 8B: 128,256
+        hidden_size=hidden,  # 8B: 4,096
+        num_hidden_layers=LLAMA_DESIGN_LAYERS,  # 8B: 32
+        num_attention_heads=LLAMA_DESIGN_HEADS,  # 8B: 32
+        num_key_value_heads=LLAMA_DESIGN_HEADS // LLAMA_8B_HEADS_PER_KV_HEAD,  # 8B: 8
+        head_dim=LLAMA_8B_HEAD_DIM,
+        intermediate_size=int(hidden * LLAMA_8B_MLP_RATIO),  # 8B: 14,336
+        hidden_act="silu",  # SwiGLU: down(silu(gate(x)) * up(x))
+        max_position_embeddings=131072,
+        rms_norm_eps=1e-5,
+        rope_parameters=dict(LLAMA_8B_ROPE),
+        attention_bias=False,
+        mlp_bias=False,
+        tie_word_embeddings=False,
+        bos_token_id=BOS_ID,
+        eos_token_id=EOS_ID,
+        pad_token_id=None,
+    )
+
+
+def seeded_models(vocab_size: int, seed: int, model_set: str = "tiny") -> dict[str, torch.nn.Module]:
+    """The set's randomly initialised models drawn from torch's RNG seeded with `seed`: tiny
+    RobertaModel and LlamaModel, or (set "paper") the roberta-base and Llama-3.1-8B-design stand-ins."""
     torch.manual_seed(seed)
-    roberta = RobertaModel(roberta_config(vocab_size))
-    llama = LlamaModel(llama_config(vocab_size))
-    return {"roberta": roberta, "llama": llama}
+    if model_set == "paper":
+        return {"roberta-base": RobertaModel(roberta_base_config(vocab_size)), "llama-3.1-8b-design": LlamaForCausalLM(llama_8b_design_config(vocab_size))}
+    if model_set != "tiny":
+        raise ValueError(f"unknown model set {model_set!r}; expected one of {list(MODEL_SETS)}")
+    return {"roberta": RobertaModel(roberta_config(vocab_size)), "llama": LlamaModel(llama_config(vocab_size))}
 
 
-def make_tiny_models(out_dir: str | Path, seed: int) -> dict[str, Path]:
-    """Write tokenizer/, roberta/, llama/ and info.json into `out_dir` atomically; return the
-    folders by name."""
+MODEL_SETS = ("tiny", "paper")
+# Model folder -> (tokenizer builder, model_max_length); the Llama models save in this dtype.
+TOKENIZERS = {
+    "roberta": (roberta_tokenizer, 512),
+    "llama": (llama_tokenizer, 4096),
+    "roberta-base": (roberta_tokenizer, 512),
+    "llama-3.1-8b-design": (llama_tokenizer, 131072),
+}
+SAVED_DTYPE = {"llama-3.1-8b-design": torch.bfloat16}  # as meta-llama/Llama-3.1-8B's safetensors
+
+
+def make_tiny_models(out_dir: str | Path, seed: int, model_set: str = "tiny") -> dict[str, Path]:
+    """Write tokenizer/, the set's model folders (each with its tokenizer) and info.json into
+    `out_dir` atomically; return the folders by name."""
     out = Path(out_dir)
     bpe = train_bpe_tokenizer(training_corpus())
     vocab_size = bpe.get_vocab_size()
-    built = seeded_models(vocab_size, seed)
+    built = seeded_models(vocab_size, seed, model_set)
     with staging_dir(out) as tmp:
         roberta_tokenizer(bpe, 512).save_pretrained(tmp / "tokenizer")
-        built["roberta"].save_pretrained(tmp / "roberta")
-        roberta_tokenizer(bpe, 512).save_pretrained(tmp / "roberta")
-        built["llama"].save_pretrained(tmp / "llama")
-        llama_tokenizer(bpe, 4096).save_pretrained(tmp / "llama")
+        for name, model in built.items():
+            model.to(SAVED_DTYPE.get(name, torch.float32)).save_pretrained(tmp / name)
+            make_tokenizer, max_length = TOKENIZERS[name]
+            make_tokenizer(bpe, max_length).save_pretrained(tmp / name)
         info: dict[str, Any] = {
+            "set": model_set,
             "seed": seed,
             "vocab_size": vocab_size,
             "parameters": {name: sum(p.numel() for p in model.parameters()) for name, model in built.items()},
@@ -188,11 +273,11 @@ def make_tiny_models(out_dir: str | Path, seed: int) -> dict[str, Path]:
         for path in tmp.rglob("*"):
             # save_pretrained leaves the weights 0600; model folders are shared like any other.
             path.chmod(0o755 if path.is_dir() else 0o644)
-    return {name: out / name for name in ("tokenizer", "roberta", "llama")}
+    return {name: out / name for name in ("tokenizer", *built)}
 
 
 def main(argv: list[str] | None = None) -> int:
     args = cli.parse_args("make-tiny-models", argv)
-    for name, path in make_tiny_models(args.out, args.seed).items():
+    for name, path in make_tiny_models(args.out, args.seed, args.set).items():
         print(f"{name}: {path}")
     return 0

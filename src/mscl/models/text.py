@@ -31,6 +31,8 @@ one `/`, or exists) must be a folder with a `config.json` and a weights file.
   "lora_target_modules": ["q_proj", "k_proj", "v_proj", "o_proj"]}`.
   The base model loads with `use_cache=False` (no KV cache: nothing is generated) and
   `dtype=torch.bfloat16` when bf16 (transformers 5's name for `torch_dtype`), else float32;
+  `bf16: auto` is bf16 where the machine computes in bf16 natively (a CUDA GPU with bf16, or a
+  CPU with AVX-512 BF16 or AMX) and float32 elsewhere, where bf16 is emulated and slow;
   peft LoRA adapters go on the attention projections and only they are trainable. h = hidden
   state of the last non-padding token (a decoder-only model's last position is the only one that
   has attended to the whole text), found from the attention mask, so left and right padding both
@@ -421,6 +423,25 @@ def add_lora_to_top_layers(model: PreTrainedModel, spec: Mapping[str, Any], trai
         parameter.requires_grad_("lora_" in name)
 
 
+def native_bf16() -> bool:
+    """True where bf16 matrix products run natively: a CUDA GPU with bf16 (jobs pick CUDA when
+    there is one, `mscl.train.runtime.pick_device`), or a CPU with AVX-512 BF16 or AMX tiles."""
+    if torch.cuda.is_available():
+        return torch.cuda.is_bf16_supported()
+    return torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported()
+
+
+def llama_dtype(spec: Mapping[str, Any]) -> torch.dtype:
+    """The base model's dtype from spec["bf16"]: true, false or "auto" (native_bf16)."""
+    if spec["bf16"] == "auto":
+        dtype = torch.bfloat16 if native_bf16() else torch.float32
+        print(f"llama_lora: bf16 auto -> {str(dtype).removeprefix('torch.')}", file=sys.stderr)
+        return dtype
+    if not isinstance(spec["bf16"], bool):
+        raise spec_error("llama_lora", "bf16", f"must be true, false or auto, got {spec['bf16']!r}", "set `bf16: true`, `bf16: false` or `bf16: auto`")
+    return torch.bfloat16 if spec["bf16"] else torch.float32
+
+
 def build_llama_lora(spec: Mapping[str, Any], num_labels: int) -> LlamaLoraEncoder:
     """LlamaLoraEncoder from a `llama_lora` spec (num_labels is not used)."""
     from peft import get_peft_model
@@ -438,7 +459,7 @@ def build_llama_lora(spec: Mapping[str, Any], num_labels: int) -> LlamaLoraEncod
     path = checked_model_path("llama_lora", spec)
     max_length = check_positive_int(spec, "max_length")
     lora = lora_config(spec)
-    dtype = torch.bfloat16 if check_bool(spec, "bf16") else torch.float32
+    dtype = llama_dtype(spec)
     checkpointing = check_bool(spec, "gradient_checkpointing")
 
     base = AutoModel.from_pretrained(path, dtype=dtype, use_cache=False)
