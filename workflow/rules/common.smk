@@ -14,7 +14,7 @@ from snakemake.shell import shell as job_shell
 # from the checkout's own src/ (standard library only), whatever environment runs Snakemake.
 sys.path.insert(0, os.path.join(workflow.basedir, "src"))
 from mscl.data.sources import LAYOUTS, SPLIT_LIST_FILES, source_problem, split_folder_problem
-from mscl.interrupt import stop_jobs_on_sigint
+from mscl.interrupt import stop_jobs_on_sigint, tie_jobs_to_this_process
 from mscl.jobserver import start_for_workflow
 
 # `kill -INT` on Snakemake alone stops the running jobs too (mscl.interrupt). The running
@@ -23,6 +23,8 @@ stop_jobs_on_sigint(lambda: [process.pid for process in list(getattr(job_shell, 
 
 
 onstart:
+    # Jobs on this machine stop when this Snakemake process ends, even by SIGKILL (mscl.interrupt).
+    tie_jobs_to_this_process(local=workflow.local_exec)
     # Training jobs fork from one interpreter that imported torch once (mscl.jobserver), when
     # they run on this machine in this environment; each is still its own job and process.
     start_for_workflow(
