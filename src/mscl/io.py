@@ -1,18 +1,68 @@
-"""Atomic file output: nothing half written is ever left at the destination path."""
+"""Atomic file output: nothing half written is ever left at the destination path.
+
+Files and folders are built under a hidden temporary name beside their destination and
+renamed onto it when complete. The name carries the writer's pid,
+`.{name}.tmp-{pid}-{random}`: a writer killed outright (SIGKILL, the OOM killer) cannot
+remove its temporary, so the next writer of the same destination removes every temporary
+whose process is gone (`remove_stale_temporaries`). A full disk during a write is an
+InputError naming the file; the previous file stays.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import gzip
 import hashlib
 import json
 import os
+import shutil
 import tempfile
 import zlib
 from pathlib import Path
 from typing import Any, Iterator
 
 from mscl.errors import InputError
+from mscl.interrupt import alive
+
+TEMPORARY_MARK = ".tmp-"  # .{name}.tmp-{pid}-{random}
+NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
+
+
+def temporary_prefix(dest: Path) -> str:
+    """The start of every temporary name of `dest` made by this process."""
+    return f".{dest.name}{TEMPORARY_MARK}{os.getpid()}-"
+
+
+def remove_stale_temporaries(dest: str | Path) -> list[Path]:
+    """Remove the temporary files and folders beside `dest` whose writer process is gone;
+    return what was removed. A live writer's temporary is left alone."""
+    dest = Path(dest)
+    prefix = f".{dest.name}{TEMPORARY_MARK}"
+    try:
+        entries = [entry for entry in dest.parent.iterdir() if entry.name.startswith(prefix)]
+    except FileNotFoundError:
+        return []
+    removed = []
+    for entry in entries:
+        pid = entry.name[len(prefix):].split("-", 1)[0]
+        if not pid.isdigit() or alive(int(pid)):
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)
+        removed.append(entry)
+    return removed
+
+
+def staging_folder(dest: str | Path) -> Path:
+    """A new hidden folder beside `dest` (mode 0700) to build it in, once stale ones of `dest`
+    are removed. The caller renames it onto `dest` when complete, or removes it."""
+    dest = Path(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_temporaries(dest)
+    return Path(tempfile.mkdtemp(prefix=temporary_prefix(dest), dir=dest.parent))
 
 
 @contextlib.contextmanager
@@ -20,11 +70,13 @@ def atomic_path(dest: str | Path, suffix: str = "") -> Iterator[Path]:
     """Yield a temporary path beside `dest`; on success it is renamed onto `dest`.
 
     The temporary file lives in the same directory so that `os.replace` is atomic (same
-    filesystem). On any exception the temporary file is removed and `dest` is untouched.
+    filesystem). On any exception the temporary file is removed and `dest` is untouched; a
+    full disk becomes an InputError that names `dest`.
     """
     dest = Path(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=suffix or ".tmp", dir=dest.parent)
+    remove_stale_temporaries(dest)
+    fd, tmp = tempfile.mkstemp(prefix=temporary_prefix(dest), suffix=suffix or ".tmp", dir=dest.parent)
     os.close(fd)
     tmp_path = Path(tmp)
     try:
@@ -32,9 +84,25 @@ def atomic_path(dest: str | Path, suffix: str = "") -> Iterator[Path]:
         # mkstemp creates 0600 files; give the result the permissions a plain open() would.
         os.chmod(tmp_path, 0o666 & ~_current_umask())
         os.replace(tmp_path, dest)
-    except BaseException:
+    except BaseException as error:
         tmp_path.unlink(missing_ok=True)
+        if no_space(error):
+            raise InputError(dest, f"no space left on the device while writing it ({error}); the previous file, if any, is unchanged",
+                             f"free space on the file system that holds {dest.parent}, then rerun") from error
         raise
+
+
+def no_space(error: BaseException) -> bool:
+    """Whether `error` (or what caused it: torch and pyarrow wrap OSError) is a full disk or quota."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        if isinstance(error, OSError) and error.errno in NO_SPACE:
+            return True
+        if "No space left on device" in str(error) or "Disk quota exceeded" in str(error):
+            return True
+        error = error.__cause__ or error.__context__
+    return False
 
 
 def _current_umask() -> int:

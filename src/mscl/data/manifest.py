@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,7 +35,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from mscl.errors import InputError
-from mscl.io import write_json, write_text
+from mscl.io import staging_folder, write_json, write_text
 
 SPLITS = ("train", "val", "test")
 CONTENT_COLUMNS = ("text", "path", "features")
@@ -140,10 +139,7 @@ class ManifestWriter:
         self._writers: dict[str, pq.ParquetWriter] = {}
         self._split_of_id: dict[str, str] = {}
         self._tallies = {name: _SplitTally() for name in SPLITS}
-        self.out_dir.parent.mkdir(parents=True, exist_ok=True)
-        self._staging: Path | None = Path(
-            tempfile.mkdtemp(prefix=f".{self.out_dir.name}.partial-", dir=self.out_dir.parent)
-        )
+        self._staging: Path | None = staging_folder(self.out_dir)
 
     def __enter__(self) -> "ManifestWriter":
         return self
