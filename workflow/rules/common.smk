@@ -16,6 +16,7 @@ sys.path.insert(0, os.path.join(workflow.basedir, "src"))
 from mscl.data.sources import LAYOUTS, SPLIT_LIST_FILES, source_problem, split_folder_problem
 from mscl.interrupt import stop_jobs_on_sigint, tie_jobs_to_this_process
 from mscl.jobserver import start_for_workflow
+from mscl.train.settings import settings_problem
 
 # `kill -INT` on Snakemake alone stops the running jobs too (mscl.interrupt). The running
 # jobs' shells are Snakemake's own bookkeeping (job id -> Popen), read at interrupt time.
@@ -96,6 +97,18 @@ def experiment_runs():
     return sorted(runs)
 
 
+def check_training_settings():
+    """training.pretrain/probe and every encoder's overrides hold valid run-spec settings
+    (mscl.train.settings): a wrong key or type stops the run while it is parsed, not in every job."""
+    blocks = [(f"training.{phase}", phase, config["training"][phase]) for phase in ("pretrain", "probe")]
+    blocks += [(f"encoders.{name}.{phase}", phase, encoder[phase]) for name, encoder in config["encoders"].items() for phase in ("pretrain", "probe")]
+    for key, phase, block in blocks:
+        problem = settings_problem(phase, block, key)
+        if problem:
+            raise WorkflowError(f"invalid config key `{key}` in {config_files()}: {problem}. Fix: correct it there (docs/training.md lists every key)")
+
+
+check_training_settings()
 RUNS = experiment_runs()
 # One run's place, shared by its folder, its jobs' logs and benchmarks (run_log,
 # run_benchmark) and the lists of every run's files (every_run).

@@ -306,21 +306,46 @@ def write_dataset(
         return writer.close()
 
 
+def rebuild_fix(data_dir: str | Path) -> str:
+    """The fix for a prepared folder that is damaged or was edited by hand."""
+    return f"delete {data_dir} and rerun Snakemake (or the dataset's `python -m mscl prepare-...` command) to prepare it again"
+
+
 def read_split(data_dir: str | Path, split: str, columns: Sequence[str] | None = None) -> pd.DataFrame:
-    """A prepared split (only `columns` when given, e.g. without images' or notes' content)."""
+    """A prepared split (only `columns` when given, e.g. without images' or notes' content),
+    checked: a readable parquet file with `id` and `labels` columns and no repeated id."""
     path = Path(data_dir) / f"{split}.parquet"
     if not path.exists():
         raise InputError(path, "prepared split not found", "run the preprocessing rule for this dataset first")
-    frame = pd.read_parquet(path, columns=None if columns is None else list(columns))
+    try:
+        frame = pd.read_parquet(path, columns=None if columns is None else list(columns))
+    except (pa.ArrowException, OSError) as error:
+        first_line = str(error).splitlines()[0][:200] if str(error) else type(error).__name__
+        raise InputError(path, f"not a readable parquet file ({first_line})", rebuild_fix(data_dir), field=split) from error
+    for column in ("id", "labels"):
+        if column not in frame.columns:
+            raise InputError(path, f"split {split!r} has no {column!r} column (columns: {list(frame.columns)})", rebuild_fix(data_dir), field=column)
+    repeated = frame["id"][frame["id"].duplicated()]
+    if len(repeated):
+        raise InputError(path, f"split {split!r} repeats id {str(repeated.iloc[0])[:40]!r}", rebuild_fix(data_dir), field="id")
     frame["labels"] = frame["labels"].map(list)
     return frame
 
 
 def read_labels(data_dir: str | Path) -> list[str]:
+    """The label vocabulary, checked: not empty, no label twice."""
     path = Path(data_dir) / "labels.txt"
     if not path.exists():
         raise InputError(path, "label vocabulary not found", "run the preprocessing rule for this dataset first")
-    return [line for line in path.read_text(encoding="utf-8").splitlines() if line]
+    labels = [line for line in path.read_text(encoding="utf-8").splitlines() if line]
+    if not labels:
+        raise InputError(path, "the label vocabulary is empty", rebuild_fix(data_dir), field="labels")
+    seen: set[str] = set()
+    for label in labels:
+        if label in seen:
+            raise InputError(path, f"the label vocabulary lists {label[:40]!r} twice", rebuild_fix(data_dir), field="labels")
+        seen.add(label)
+    return labels
 
 
 def read_stats(data_dir: str | Path) -> dict[str, Any]:
@@ -329,4 +354,10 @@ def read_stats(data_dir: str | Path) -> dict[str, Any]:
     path = Path(data_dir) / "stats.json"
     if not path.exists():
         raise InputError(path, "dataset stats not found", "run the preprocessing rule for this dataset first")
-    return json.loads(path.read_text(encoding="utf-8"))
+    try:
+        stats = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise InputError(path, f"not valid JSON ({error})", rebuild_fix(data_dir)) from error
+    if not isinstance(stats, dict):
+        raise InputError(path, "top level is not a JSON object", rebuild_fix(data_dir))
+    return stats
