@@ -85,24 +85,51 @@ def atomic_path(dest: str | Path, suffix: str = "") -> Iterator[Path]:
         os.chmod(tmp_path, 0o666 & ~_current_umask())
         os.replace(tmp_path, dest)
     except BaseException as error:
+        full = no_space(error, dest.parent)  # before the temporary's blocks are freed
         tmp_path.unlink(missing_ok=True)
-        if no_space(error):
-            raise InputError(dest, f"no space left on the device while writing it ({error}); the previous file, if any, is unchanged",
-                             f"free space on the file system that holds {dest.parent}, then rerun") from error
+        if full:
+            raise disk_full(dest, error) from error
         raise
 
 
-def no_space(error: BaseException) -> bool:
-    """Whether `error` (or what caused it: torch and pyarrow wrap OSError) is a full disk or quota."""
+def disk_full(dest: Path, error: BaseException) -> InputError:
+    return InputError(
+        dest, f"no space left on the device while writing it ({type(error).__name__}: {str(error)[:200]}); the previous version, if any, is unchanged",
+        f"free space on the file system that holds {dest.parent} (or move paths.* in the config elsewhere), then rerun",
+    )
+
+
+@contextlib.contextmanager
+def naming_a_full_disk(dest: Path) -> Iterator[None]:
+    """Turn a full disk or quota while the block writes `dest` into an InputError naming `dest`."""
+    try:
+        yield
+    except BaseException as error:
+        if no_space(error, dest.parent if dest.parent.exists() else None):
+            raise disk_full(dest, error) from error
+        raise
+
+
+def no_space(error: BaseException, folder: Path | None = None) -> bool:
+    """Whether `error` comes from a full disk or quota: an ENOSPC/EDQUOT OSError in its chain
+    (pyarrow and Python raise those), or, for writers that drop the errno (torch.save raises
+    "unexpected pos" RuntimeErrors), no block left on the file system holding `folder`."""
     seen = set()
-    while error is not None and id(error) not in seen:
-        seen.add(id(error))
-        if isinstance(error, OSError) and error.errno in NO_SPACE:
+    cause: BaseException | None = error
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if isinstance(cause, OSError) and cause.errno in NO_SPACE:
             return True
-        if "No space left on device" in str(error) or "Disk quota exceeded" in str(error):
+        if isinstance(cause, InputError) and "no space left on the device" in str(cause):
             return True
-        error = error.__cause__ or error.__context__
-    return False
+        cause = cause.__cause__ or cause.__context__
+    if folder is None:
+        return False
+    try:
+        stats = os.statvfs(folder)
+    except OSError:
+        return False
+    return stats.f_bavail == 0 or stats.f_bfree == 0
 
 
 def _current_umask() -> int:

@@ -22,6 +22,7 @@ folder beside it and moved into place at the end; a failure leaves no output beh
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 from collections import Counter
@@ -35,7 +36,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from mscl.errors import InputError
-from mscl.io import staging_folder, write_json, write_text
+from mscl.io import naming_a_full_disk, staging_folder, write_json, write_text
 
 SPLITS = ("train", "val", "test")
 CONTENT_COLUMNS = ("text", "path", "features")
@@ -164,6 +165,10 @@ class ManifestWriter:
             )
         if frame.empty:
             return
+        with naming_a_full_disk(self.out_dir):
+            self._add_rows(split, frame, content)
+
+    def _add_rows(self, split: str, frame: pd.DataFrame, content: str) -> None:
         frame = frame.reset_index(drop=True)
         frame = frame.assign(id=frame["id"].astype(str), labels=frame["labels"].map(lambda ls: [str(x) for x in ls]))
         if content == "features":
@@ -230,11 +235,12 @@ class ManifestWriter:
         seen = sorted(set().union(*(self._tallies[name].frequency for name in SPLITS)))
         vocabulary = self._labels if self._labels is not None else seen
         stats = self._statistics(vocabulary, {**self._info, **dict(info or {})})
-        for writer in self._writers.values():
-            writer.close()
-        self._writers = {}
-        write_text(self._staging / "labels.txt", "".join(f"{label}\n" for label in vocabulary))
-        write_json(self._staging / "stats.json", stats)
+        with naming_a_full_disk(self.out_dir):
+            for writer in self._writers.values():
+                writer.close()
+            self._writers = {}
+            write_text(self._staging / "labels.txt", "".join(f"{label}\n" for label in vocabulary))
+            write_json(self._staging / "stats.json", stats)
         self._publish()
         return stats
 
@@ -275,7 +281,8 @@ class ManifestWriter:
     def abort(self) -> None:
         """Discard everything written so far (no-op after `close`)."""
         for writer in self._writers.values():
-            writer.close()
+            with contextlib.suppress(OSError):  # on a full disk the final flush fails too; the file goes anyway
+                writer.close()
         self._writers = {}
         if self._staging is not None:
             shutil.rmtree(self._staging, ignore_errors=True)
