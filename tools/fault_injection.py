@@ -54,10 +54,13 @@ import pandas as pd
 import psutil
 import yaml
 
+from mscl.bench.dag import TRAINING_RULES, parse_snakemake_log
+
 REPO = Path(__file__).resolve().parents[1]
 KINDS = ("job", "worker", "server", "sigint", "snakemake")
 SIGNAL_OF = {"job": signal.SIGKILL, "worker": signal.SIGKILL, "server": signal.SIGKILL, "sigint": signal.SIGINT, "snakemake": signal.SIGKILL}
 TRAINING_COMMANDS = ("pretrain", "probe", "cache-prefix")
+STARTUP_SECONDS = 5.0  # Snakemake's start until its first job, on the slice
 SETTLE_SECONDS = 30.0  # how long the processes of an attempt may take to end after Snakemake
 ATTEMPT_TIMEOUT_SECONDS = 900.0
 LOCKED = "Directory cannot be locked"
@@ -245,14 +248,22 @@ def outputs(workdir: Path) -> dict:
     return {"metrics": metrics, "scores": scores, "files": files}
 
 
+def training_span(workdir: Path) -> float:
+    """Seconds from the first training job's start to the last one's end in the run's Snakemake log."""
+    log = max((workdir / ".snakemake" / "log").glob("*.snakemake.log"), key=lambda path: path.stat().st_mtime)
+    jobs = [job for job in parse_snakemake_log(log)[0] if job.rule in TRAINING_RULES]
+    return (max(job.finished for job in jobs) - min(job.started for job in jobs)).total_seconds()
+
+
 def leftovers(workdir: Path, tmpdir: Path) -> list[str]:
-    """Hidden (temporary) entries under results/, data/ and models/, and anything in TMPDIR."""
+    """Hidden (temporary) entries under results/, data/ and models/, and mscl's own temporaries
+    (the job server's socket folders) in the run's TMPDIR."""
     found = []
     for top in ("results", "data", "models"):
         for path in (workdir / top).rglob("*") if (workdir / top).exists() else []:
             if any(part.startswith(".") for part in path.relative_to(workdir).parts):
                 found.append(str(path.relative_to(workdir)))
-    found += [f"TMPDIR/{p.name}" for p in tmpdir.iterdir()] if tmpdir.exists() else []
+    found += [f"TMPDIR/{p.name}" for p in tmpdir.iterdir() if p.name.startswith(("mscl", "."))] if tmpdir.exists() else []
     return sorted(found)
 
 
@@ -318,13 +329,11 @@ def fault_injection(workdir: Path, faults_per_kind: int, seed: int, quick: bool,
     clean_leftovers = leftovers(clean_dir, clean_tmp)
     if clean_leftovers:
         raise SystemExit(f"the undisturbed run left temporaries: {clean_leftovers}")
-    # A fault lands uniformly within the time a run from this state takes.
+    # A fault lands uniformly within the time a run from the round's starting state takes: the
+    # whole clean run, or with the data reused, Snakemake's start plus the training jobs' span.
     horizon = outcome.clean_seconds
     if reuse_data:
-        shutil.rmtree(clean_dir / "results")
-        started = time.monotonic()
-        subprocess.run(snakemake_command(clean_dir, config), capture_output=True, env=environment(clean_tmp, False), check=True)
-        horizon = time.monotonic() - started
+        horizon = STARTUP_SECONDS + training_span(clean_dir)
 
     plan = [kind for _ in range(faults_per_kind) for kind in KINDS]
     rng.shuffle(plan)
