@@ -85,7 +85,8 @@ def atomic_path(dest: str | Path, suffix: str = "") -> Iterator[Path]:
         os.chmod(tmp_path, 0o666 & ~_current_umask())
         os.replace(tmp_path, dest)
     except BaseException as error:
-        full = no_space(error, dest.parent)  # before the temporary's blocks are freed
+        # Before the temporary's blocks are freed; never for SystemExit or KeyboardInterrupt.
+        full = isinstance(error, Exception) and no_space(error, dest.parent)
         tmp_path.unlink(missing_ok=True)
         if full:
             raise disk_full(dest, error) from error
@@ -104,7 +105,7 @@ def naming_a_full_disk(dest: Path) -> Iterator[None]:
     """Turn a full disk or quota while the block writes `dest` into an InputError naming `dest`."""
     try:
         yield
-    except BaseException as error:
+    except Exception as error:
         if no_space(error, dest.parent if dest.parent.exists() else None):
             raise disk_full(dest, error) from error
         raise
