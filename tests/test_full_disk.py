@@ -90,3 +90,14 @@ def test_a_full_disk_during_a_manifest_write_keeps_the_previous_manifest(small_d
     assert {path.name: path.read_bytes() for path in out.iterdir()} == before
     assert len(read_split(out, "train")) == 3 and read_labels(out) == ["a", "b"]
     assert hidden(small_disk) == []
+
+
+def test_an_interrupt_during_a_write_on_a_full_disk_stays_an_interrupt(small_disk):
+    """SIGTERM's SystemExit(143) keeps its exit status: a full disk is not blamed for it."""
+    from mscl.io import atomic_path
+
+    fill(small_disk)
+    with pytest.raises(SystemExit) as raised, atomic_path(small_disk / "checkpoint.pt") as tmp:
+        tmp.write_bytes(b"")
+        raise SystemExit(143)
+    assert raised.value.code == 143 and hidden(small_disk) == []
