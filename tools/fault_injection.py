@@ -31,8 +31,8 @@ keeps the default cadence. Pass, per round:
   TMPDIR is empty.
 
 `--reuse-data` (the test suite's short version, tests/test_faults.py) prepares the data once,
-in the undisturbed run, and starts each round by deleting results/ only, so the faults land
-in training; `--quick` trains fewer epochs. Prints a summary table; `--json` writes every
+in the undisturbed run, and starts each round by deleting what the training jobs wrote (the
+runs, the prefix caches), so the faults land in training; `--quick` trains fewer epochs. Prints a summary table; `--json` writes every
 attempt. The figures of a full run are in docs/faults.md.
 """
 
@@ -248,6 +248,14 @@ def outputs(workdir: Path) -> dict:
     return {"metrics": metrics, "scores": scores, "files": files}
 
 
+def forget_training(workdir: Path) -> None:
+    """Delete what the training jobs wrote (runs, prefix caches): the next run redoes them from
+    the prepared data."""
+    shutil.rmtree(workdir / "results" / "runs")
+    for cache in (workdir / "data" / "processed").glob("*/prefix"):
+        shutil.rmtree(cache)
+
+
 def training_span(workdir: Path) -> float:
     """Seconds from the first training job's start to the last one's end in the run's Snakemake log."""
     log = max((workdir / ".snakemake" / "log").glob("*.snakemake.log"), key=lambda path: path.stat().st_mtime)
@@ -342,7 +350,7 @@ def fault_injection(workdir: Path, faults_per_kind: int, seed: int, quick: bool,
         round_number += 1
         if reuse_data:
             round_dir, round_tmp = clean_dir, clean_tmp
-            shutil.rmtree(round_dir / "results")
+            forget_training(round_dir)
         else:
             round_dir, round_tmp = workdir / f"round{round_number}", workdir / f"round{round_number}-tmp"
             round_tmp.mkdir()
