@@ -32,8 +32,9 @@ keeps the default cadence. Pass, per round:
 
 `--reuse-data` (the test suite's short version, tests/test_faults.py) prepares the data once,
 in the undisturbed run, and starts each round by deleting what the training jobs wrote (the
-runs, the prefix caches), so the faults land in training; `--quick` trains fewer epochs. Prints a summary table; `--json` writes every
-attempt. The figures of a full run are in docs/faults.md.
+runs, the prefix caches), so the faults land in training; `--quick` trains fewer epochs.
+Prints a summary table; `--json` writes every attempt. The figures of a full run are in
+docs/faults.md.
 """
 
 from __future__ import annotations
