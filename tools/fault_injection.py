@@ -65,6 +65,7 @@ STARTUP_SECONDS = 5.0  # Snakemake's start until its first job, on the slice
 SETTLE_SECONDS = 30.0  # how long the processes of an attempt may take to end after Snakemake
 ATTEMPT_TIMEOUT_SECONDS = 900.0
 LOCKED = "Directory cannot be locked"
+SNAKEMAKE_MARK = ".snakemake_timestamp"  # Snakemake's own mark in a directory() output, not a temporary
 FAULTS_PER_ROUND = 5  # then the round reruns undisturbed until the run completes
 EXTRA_ATTEMPTS = 4  # undisturbed reruns a round may need (one after an unlock, one to finish)
 # The slice: (dataset, encoder, losses, batch size).
@@ -270,7 +271,7 @@ def leftovers(workdir: Path, tmpdir: Path) -> list[str]:
     found = []
     for top in ("results", "data", "models"):
         for path in (workdir / top).rglob("*") if (workdir / top).exists() else []:
-            if any(part.startswith(".") for part in path.relative_to(workdir).parts):
+            if path.name != SNAKEMAKE_MARK and any(part.startswith(".") for part in path.relative_to(workdir).parts):
                 found.append(str(path.relative_to(workdir)))
     found += [f"TMPDIR/{p.name}" for p in tmpdir.iterdir() if p.name.startswith(("mscl", "."))] if tmpdir.exists() else []
     return sorted(found)
