@@ -17,10 +17,12 @@ completes. The kinds of fault (`KINDS`):
 - snakemake: SIGKILL to Snakemake. Its lock stays, so the rerun fails with "Directory cannot be
   locked" and the harness runs the documented `snakemake --unlock` before rerunning.
 
-One fault per attempt, at a uniformly random time in the attempt (a job, worker or server
-fault waits for its target to exist). Faulted runs checkpoint every epoch
-(MSCL_CHECKPOINT_INTERVAL_S=0), so killed pretraining jobs resume mid-run; the undisturbed run
-keeps the default cadence. Pass, per round:
+Each attempt of a round carries up to FAULTS_PER_ATTEMPT faults at uniformly random times
+within the time the run takes (a job, worker or server fault waits for its target to exist):
+first those that leave Snakemake running (job, worker, server), then at most one that ends it
+(sigint, snakemake); a fault the run outran goes to the next attempt. Faulted runs checkpoint
+every epoch (MSCL_CHECKPOINT_INTERVAL_S=0), so killed pretraining jobs resume mid-run; the
+undisturbed run keeps the default cadence. Pass, per round:
 
 - every run's test metrics (probe/metrics.json) and test scores equal the undisturbed run's
   exactly (same seeds);
@@ -28,11 +30,11 @@ keeps the default cadence. Pass, per round:
   folder is the run's is gone within SETTLE_SECONDS (checked after every attempt);
 - no temporary or partial file remains: the files under results/ are exactly the undisturbed
   run's, nothing hidden (a temporary) is left under results/, data/ or models/, and the run's
-  TMPDIR is empty.
+  TMPDIR holds none of mscl's temporaries (the job server's socket folders).
 
 `--reuse-data` (the test suite's short version, tests/test_faults.py) prepares the data once,
-in the undisturbed run, and starts each round by deleting what the training jobs wrote (the
-runs, the prefix caches), so the faults land in training; `--quick` trains fewer epochs.
+in the undisturbed run, and starts each round by deleting the runs, so the faults land in
+pretraining and probing; `--quick` trains a few steps per epoch and fewer probe epochs.
 Prints a summary table; `--json` writes every attempt. The figures of a full run are in
 docs/faults.md.
 """
@@ -55,10 +57,11 @@ import pandas as pd
 import psutil
 import yaml
 
-from mscl.bench.dag import TRAINING_RULES, parse_snakemake_log
+from mscl.bench.dag import parse_snakemake_log
 
 REPO = Path(__file__).resolve().parents[1]
-KINDS = ("job", "worker", "server", "sigint", "snakemake")
+KINDS = ("job", "worker", "server", "sigint", "snakemake")  # the order faults take within an attempt
+ENDING_KINDS = ("sigint", "snakemake")  # faults that end the Snakemake run
 SIGNAL_OF = {"job": signal.SIGKILL, "worker": signal.SIGKILL, "server": signal.SIGKILL, "sigint": signal.SIGINT, "snakemake": signal.SIGKILL}
 TRAINING_COMMANDS = ("pretrain", "probe", "cache-prefix")
 STARTUP_SECONDS = 5.0  # Snakemake's start until its first job, on the slice
@@ -67,13 +70,16 @@ ATTEMPT_TIMEOUT_SECONDS = 900.0
 LOCKED = "Directory cannot be locked"
 SNAKEMAKE_MARK = ".snakemake_timestamp"  # Snakemake's own mark in a directory() output, not a temporary
 FAULTS_PER_ROUND = 5  # then the round reruns undisturbed until the run completes
+FAULTS_PER_ATTEMPT = 3
 EXTRA_ATTEMPTS = 4  # undisturbed reruns a round may need (one after an unlock, one to finish)
 # The slice: (dataset, encoder, losses, batch size).
 SLICE = (("coco", "resnet8", ("any", "simdissim"), 64), ("aapd", "minilm-top1", ("simdissim",), 32))
+QUICK_STEPS_PER_EPOCH = 10
 
 
 def slice_config(path: Path, quick: bool) -> Path:
-    """config.yaml cut to SLICE; `quick`: 3 ResNet-8 epochs and 20 probe epochs instead of 8 and 100."""
+    """config.yaml cut to SLICE; `quick`: 3 ResNet-8 epochs of QUICK_STEPS_PER_EPOCH steps (the
+    text stand-in 1 epoch of as many) and 20 probe epochs, instead of 8 full epochs and 100."""
     config = yaml.safe_load((REPO / "config.yaml").read_text())
     config["datasets"] = sorted({dataset for dataset, *_ in SLICE})
     config["experiments"] = {
@@ -82,6 +88,7 @@ def slice_config(path: Path, quick: bool) -> Path:
     }
     if quick:
         config["encoders"]["resnet8"]["pretrain"]["epochs"] = 3
+        config["training"]["pretrain"]["max_steps_per_epoch"] = QUICK_STEPS_PER_EPOCH
         config["training"]["probe"]["epochs"] = 20
     path.write_text(yaml.safe_dump(config, sort_keys=False))
     return path
@@ -181,10 +188,8 @@ def settle(workdir: Path, timeout: float = SETTLE_SECONDS) -> tuple[float, list[
 class Attempt:
     round: int
     attempt: int
-    fault: str | None
-    injected: bool = False
-    injected_after_s: float | None = None
-    target: str = ""
+    faults: list[str]  # planned, in order; a Snakemake-ending one (sigint, snakemake) only last
+    injected: list[dict] = field(default_factory=list)  # {kind, after_s, target}
     exit: int | None = None
     unlocked: bool = False
     seconds: float = 0.0
@@ -193,12 +198,14 @@ class Attempt:
 
 
 def run_attempt(attempt: Attempt, workdir: Path, config: Path, env: dict[str, str], log: Path, rng: random.Random, horizon_s: float) -> Attempt:
-    """One Snakemake run, with the attempt's fault (if any) injected at a random time."""
+    """One Snakemake run, with the attempt's faults injected in order at random times."""
     started = time.monotonic()
     with log.open("w") as output:
         process = subprocess.Popen(snakemake_command(workdir, config), stdout=output, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-        if attempt.fault is not None:
-            inject(attempt, process, workdir, rng, horizon_s, started)
+        times = sorted(rng.uniform(1.0, horizon_s) for _ in attempt.faults)
+        for kind, at in zip(attempt.faults, times):
+            if not inject(attempt, kind, at, process, workdir, rng, started):
+                break  # Snakemake ended first: this fault and the rest go back to the plan
         try:
             process.wait(timeout=ATTEMPT_TIMEOUT_SECONDS)
         except subprocess.TimeoutExpired:
@@ -214,27 +221,42 @@ def run_attempt(attempt: Attempt, workdir: Path, config: Path, env: dict[str, st
     return attempt
 
 
-def inject(attempt: Attempt, process: subprocess.Popen, workdir: Path, rng: random.Random, horizon_s: float, started: float) -> None:
-    delay = rng.uniform(1.0, horizon_s)
-    while process.poll() is None and time.monotonic() - started < delay:
+def inject(attempt: Attempt, kind: str, at: float, process: subprocess.Popen, workdir: Path, rng: random.Random, started: float) -> bool:
+    """Wait until `at` seconds into the attempt, then for a target of `kind`, and signal it.
+    False if Snakemake ended first."""
+    while process.poll() is None and time.monotonic() - started < at:
         time.sleep(0.05)
     try:
         snakemake = psutil.Process(process.pid)
     except psutil.NoSuchProcess:
-        return
+        return False
     while process.poll() is None:
-        candidates = find_targets(attempt.fault, snakemake, workdir)
+        candidates = find_targets(kind, snakemake, workdir)
         if candidates:
             target = rng.choice(candidates)
             try:
-                attempt.target = " ".join(command_line(target)[2:5]) or str(target.pid)
-                os.kill(target.pid, SIGNAL_OF[attempt.fault])
+                described = " ".join(command_line(target)[2:5]) or str(target.pid)
+                os.kill(target.pid, SIGNAL_OF[kind])
             except (ProcessLookupError, psutil.Error):
                 continue
-            attempt.injected = True
-            attempt.injected_after_s = round(time.monotonic() - started, 2)
-            return
+            attempt.injected.append({"kind": kind, "after_s": round(time.monotonic() - started, 2), "target": described})
+            return True
         time.sleep(0.05)
+    return False
+
+
+def attempt_plan(plan: list[str], per_attempt: int) -> tuple[list[str], list[str]]:
+    """The next attempt's faults from the front of `plan`, and the rest of the plan: up to
+    `per_attempt` faults that leave Snakemake running (job, worker, then server: once the
+    server is gone there are no workers), ended by at most one that stops Snakemake."""
+    faults, rest = [], list(plan)
+    while rest and len(faults) < per_attempt:
+        kind = rest.pop(0)
+        faults.append(kind)
+        if kind in ENDING_KINDS:
+            break
+    order = {kind: index for index, kind in enumerate(KINDS)}
+    return sorted(faults, key=order.__getitem__), rest
 
 
 # ---------------------------------------------------------------------------- checks
@@ -251,17 +273,15 @@ def outputs(workdir: Path) -> dict:
 
 
 def forget_training(workdir: Path) -> None:
-    """Delete what the training jobs wrote (runs, prefix caches): the next run redoes them from
-    the prepared data."""
+    """Delete the runs: the next Snakemake run trains and probes again on the prepared data
+    (and the prefix caches, which take half a minute and are built from scratch in full rounds)."""
     shutil.rmtree(workdir / "results" / "runs")
-    for cache in (workdir / "data" / "processed").glob("*/prefix"):
-        shutil.rmtree(cache)
 
 
 def training_span(workdir: Path) -> float:
-    """Seconds from the first training job's start to the last one's end in the run's Snakemake log."""
+    """Seconds from the first pretrain job's start to the last probe's end in the run's Snakemake log."""
     log = max((workdir / ".snakemake" / "log").glob("*.snakemake.log"), key=lambda path: path.stat().st_mtime)
-    jobs = [job for job in parse_snakemake_log(log)[0] if job.rule in TRAINING_RULES]
+    jobs = [job for job in parse_snakemake_log(log)[0] if job.rule in ("pretrain", "probe")]
     return (max(job.finished for job in jobs) - min(job.started for job in jobs)).total_seconds()
 
 
@@ -295,7 +315,7 @@ class Outcome:
     attempts: list[Attempt] = field(default_factory=list)
 
     def injected(self) -> dict[str, int]:
-        return {kind: sum(a.injected and a.fault == kind for a in self.attempts) for kind in KINDS}
+        return {kind: sum(fault["kind"] == kind for a in self.attempts for fault in a.injected) for kind in KINDS}
 
     def passed(self) -> bool:
         return (
@@ -357,23 +377,23 @@ def fault_injection(workdir: Path, faults_per_kind: int, seed: int, quick: bool,
             round_dir, round_tmp = workdir / f"round{round_number}", workdir / f"round{round_number}-tmp"
             round_tmp.mkdir()
         env = environment(round_tmp, checkpoint_every_epoch=True)
-        # Faults of this round, one per attempt; a fault the run outran moves to the next round.
+        # Faults of this round, a few per attempt; a fault the run outran moves to the next round.
         faults, plan = plan[:FAULTS_PER_ROUND], plan[FAULTS_PER_ROUND:]
         completed = False
         for number in range(1, FAULTS_PER_ROUND + EXTRA_ATTEMPTS + 1):
-            fault = faults[0] if faults else None
-            attempt = run_attempt(Attempt(round_number, number, fault), round_dir, config, env, logs / f"round{round_number}-{number}.log", rng, horizon)
+            planned, faults = attempt_plan(faults, FAULTS_PER_ATTEMPT)
+            attempt = run_attempt(Attempt(round_number, number, planned), round_dir, config, env, logs / f"round{round_number}-{number}.log", rng, horizon)
             outcome.attempts.append(attempt)
-            if attempt.injected:
-                faults.pop(0)
+            injected = [fault["kind"] for fault in attempt.injected]
+            faults = planned[len(injected):] + faults
             print(
-                f"round {round_number} attempt {number}: fault {fault or '-'} "
-                f"{f'injected {attempt.injected_after_s} s in ({attempt.target})' if attempt.injected else '(none injected)'}; "
-                f"exit {attempt.exit}, {attempt.seconds:.0f} s{'; unlocked' if attempt.unlocked else ''}"
-                f"{'; SURVIVORS ' + str(attempt.survivors) if attempt.survivors else ''}",
+                f"round {round_number} attempt {number}: "
+                + (", ".join(f"{f['kind']} at {f['after_s']} s ({f['target']})" for f in attempt.injected) or "no fault")
+                + f"; exit {attempt.exit}, {attempt.seconds:.0f} s{'; unlocked' if attempt.unlocked else ''}"
+                + (f"; SURVIVORS {attempt.survivors}" if attempt.survivors else ""),
                 flush=True,
             )
-            if attempt.exit == 0 and not attempt.injected:
+            if attempt.exit == 0 and not injected:
                 completed = True
                 break
         plan = faults + plan
