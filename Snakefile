@@ -2,8 +2,13 @@
 # Contrastive Learning" (TMLR 2026). Logic lives in the `mscl` package (src/mscl); the rules
 # only call its `python -m mscl ...` commands. See README.md.
 import os
+import sys
 
+from snakemake.exceptions import WorkflowError
 from snakemake.utils import min_version, validate
+
+sys.path.insert(0, os.path.join(workflow.basedir, "src"))
+from mscl.errors import config_validation_problem
 
 min_version("9.0")
 
@@ -17,7 +22,11 @@ if not workflow.overwrite_configfiles:
     configfile: os.path.join(workflow.basedir, "config.yaml")
 
 
-validate(config, "workflow/schemas/config.schema.yaml")
+# A bad value stops the run here, named with its config file, not under the schema's dump.
+try:
+    validate(config, "workflow/schemas/config.schema.yaml")
+except WorkflowError as error:
+    raise WorkflowError(config_validation_problem(error, workflow.configfiles)) from None
 
 
 include: "workflow/rules/common.smk"

@@ -33,3 +33,34 @@ def test_atomic_path_leaves_old_file_and_no_temp_on_failure(tmp_path):
             raise RuntimeError("boom")
     assert dest.read_text().strip().startswith("{") and '"a": 1' in dest.read_text()
     assert [p.name for p in tmp_path.iterdir()] == ["out.json"]
+
+
+def test_a_killed_writers_temporaries_are_removed_by_the_next_write_a_live_ones_kept(tmp_path):
+    """SIGKILL mid-write leaves `.{name}.tmp-{pid}-*` behind (no cleanup can run): the next
+    atomic write or staging folder of the same destination removes it, once its process is
+    gone; a temporary of a live writer, or of another destination, stays."""
+    import subprocess
+    import sys
+
+    from mscl.io import remove_stale_temporaries, staging_folder
+
+    dest = tmp_path / "checkpoint.pt"
+    dest.write_text("epoch 1")
+    writer = subprocess.run(
+        [sys.executable, "-c",
+         "import os, sys\nfrom mscl.io import atomic_path, staging_folder\n"
+         f"staging_folder({str(tmp_path / 'manifest')!r}).joinpath('train.parquet').write_text('half')\n"
+         f"with atomic_path({str(dest)!r}) as tmp:\n    tmp.write_text('epoch 2, half written')\n    os.kill(os.getpid(), 9)\n"],
+    )
+    assert writer.returncode == -9
+    left = sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("."))
+    assert [name.split(".tmp-")[0] for name in left] == [".checkpoint.pt", ".manifest"]
+    live = tmp_path / f".checkpoint.pt.tmp-{os.getpid()}-live.tmp"
+    other = tmp_path / ".encoder.pt.tmp-999999999-x.tmp"
+    live.write_text("being written"), other.write_text("another file's")
+    with atomic_path(dest) as tmp:
+        tmp.write_text("epoch 2")
+    staging_folder(tmp_path / "manifest").rmdir()
+    assert dest.read_text() == "epoch 2"
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([".encoder.pt.tmp-999999999-x.tmp", live.name, "checkpoint.pt"])
+    assert remove_stale_temporaries(tmp_path / "encoder.pt") == [other] and live.exists()

@@ -182,3 +182,195 @@ def test_the_cost_table_takes_cpu_and_memory_from_the_worker_log(tmp_path):
     assert row["cpu_hours"] == pytest.approx((720.0 + 3.6) / 3600) and row["max_rss_gb"] == pytest.approx(2.0)
     assert jobserver.parse_usage("x\n" + jobserver.USAGE_LINE.format(cpu_s=1.5, max_rss_mib=3.5)) == {"cpu_s": 1.5, "max_rss_mib": 3.5}
     assert jobserver.parse_usage("nothing here") is None
+
+
+# ------------------------------------------------------- the server checks its own assumptions
+
+TESTS = Path(__file__).resolve().parent
+
+
+@pytest.fixture
+def start_server(monkeypatch, tmp_path):
+    """Start job servers preloading the given test modules (tests/ on PYTHONPATH, for the
+    servers and the jobs alike), owned by this test process; stopped after the test."""
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]))
+    started = []
+
+    def start(preload: list[str], owner: int | None = None) -> jobserver.JobServer:
+        server = jobserver.start(sys.executable, str(tmp_path / "server.log"), owner or os.getpid(), preload=preload)
+        assert server is not None, (tmp_path / "server.log").read_text()
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.stop()
+
+
+@pytest.fixture
+def stand_in_server(start_server):
+    """A job server whose `pretrain` is tests/served_commands.py (no training)."""
+    return start_server(["served_commands"])
+
+
+def running(pid: int) -> bool:
+    import psutil
+
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def stand_in_job(action: str, tmp_path: Path, socket: str, **env_extra: str) -> subprocess.Popen:
+    """`python -m mscl pretrain --data ACTION ...` served by a stand-in server (see served_commands)."""
+    return mscl(["pretrain", "--data", action, "--spec", "{}", "--out", "out"], tmp_path, socket, env_extra=env_extra,
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def started_worker(job: subprocess.Popen) -> int:
+    """The worker's pid, once the stand-in command runs (its line is in the job's stderr)."""
+    lines = []
+    while not any(line.startswith("served command:") for line in lines):
+        line = job.stderr.readline()
+        assert line, "".join(lines)
+        lines.append(line)
+    worker = worker_pid("".join(lines))
+    assert worker is not None and worker != job.pid
+    return worker
+
+
+@pytest.mark.parametrize("number", [signal.SIGKILL, signal.SIGSEGV, signal.SIGTERM], ids=lambda n: signal.Signals(n).name)
+def test_a_worker_killed_by_signal_n_reports_128_plus_n(stand_in_server, tmp_path, number):
+    """What a shell reports for a job killed by a signal; SIGKILL is what the OOM killer sends."""
+    job = stand_in_job("sleep", tmp_path, stand_in_server.socket)
+    worker = started_worker(job)
+    os.kill(worker, number)
+    code, _, err = finished(job, timeout=60)
+    assert code == 128 + number, err
+    if number != signal.SIGTERM:  # SIGTERM is the job's own clean way out
+        assert f"worker {worker} was killed by {signal.Signals(number).name} (exit {128 + number})" in err
+    assert f"worker {worker} was killed by" in (tmp_path / "server.log").read_text() or number == signal.SIGTERM
+
+
+@pytest.mark.parametrize("action, code", [("exit0", 0), ("exit3", 3), ("raise", 1)])
+def test_the_job_exit_path_runs_atexit_handlers_and_keeps_the_exit_status(stand_in_server, tmp_path, action, code):
+    """The worker leaves through the interpreter's normal exit, as `python -m mscl` does: the
+    job's atexit handlers run, its status (or an uncaught exception's 1) reaches the job."""
+    status, _, err = finished(stand_in_job(action, tmp_path, stand_in_server.socket), timeout=60)
+    assert status == code, err
+    assert worker_pid(err) is not None and "usage: cpu_s=" in err
+    assert (tmp_path / "out" / "atexit.txt").read_text() == "ran"
+    if action == "raise":
+        assert "RuntimeError: raised by the served command" in err
+
+
+def test_a_killed_job_process_gets_its_worker_terminated(stand_in_server, tmp_path):
+    job = stand_in_job("sleep", tmp_path, stand_in_server.socket)
+    worker = started_worker(job)
+    job.kill()
+    job.wait(timeout=10)
+    wait_for(lambda: not psutil_exists(worker), 30, f"worker {worker} to end")
+    log = (tmp_path / "server.log").read_text()
+    assert "is gone; terminating the worker" in log and f"worker {worker} was killed by SIGTERM" in log
+
+
+def test_a_killed_server_takes_its_workers_along_and_the_job_fails(stand_in_server, tmp_path):
+    """PR_SET_PDEATHSIG: no worker outlives its server; the job process says so and fails."""
+    job = stand_in_job("sleep", tmp_path, stand_in_server.socket)
+    worker = started_worker(job)
+    stand_in_server.process.kill()
+    code, _, err = finished(job, timeout=60)
+    assert code == jobserver.EXIT_LOST_WORKER, err
+    assert f"the job server ended before worker {worker} reported; the worker was stopped" in err
+    assert not running(worker)  # ended; a zombie until whatever adopted it reaps it
+    # The next job finds no server and runs in its own process.
+    code, _, err = finished(mscl(["pretrain", "--data", "no/such/folder", "--spec", json.dumps(SPEC), "--out", "out2"], tmp_path,
+                                 stand_in_server.socket, stdout=subprocess.PIPE, stderr=subprocess.PIPE))
+    assert code == 1 and "not reachable" in err and "mscl pretrain: error:" in err
+
+
+def test_a_server_whose_owner_ends_stops_its_workers_and_reports_them(start_server, tmp_path):
+    owner = subprocess.Popen(["sleep", "60"])
+    server = start_server(["served_commands"], owner=owner.pid)
+    job = stand_in_job("sleep", tmp_path, server.socket)
+    worker = started_worker(job)
+    owner.kill()
+    owner.wait()
+    code, _, err = finished(job, timeout=60)
+    assert code == 128 + signal.SIGTERM and not psutil_exists(worker)
+    server.process.wait(timeout=30)
+    assert not Path(server.socket).parent.exists()  # socket and its folder removed
+    assert "stopped after 1 jobs" in (tmp_path / "server.log").read_text()
+
+
+def test_the_server_refuses_to_fork_with_a_thread_pool_running(start_server, tmp_path):
+    """A server whose preload started torch's OpenMP pool cannot vouch for a fork: it refuses,
+    says so in its log and the job's, and the job runs in its own process."""
+    server = start_server(["thread_pool", "served_commands"])
+    code, _, err = finished(stand_in_job("exit0", tmp_path, server.socket), timeout=120)
+    # In its own process `pretrain` is the real one: --data exit0 is no dataset.
+    assert code == 1 and "mscl pretrain: error:" in err and worker_pid(err) is None
+    assert "job server refused this job (" in err and "thread(s) besides its own" in err and "running in this process" in err
+    assert "refused a job (pretrain)" in (tmp_path / "server.log").read_text()
+
+
+def test_the_server_refuses_a_job_whose_import_time_environment_differs(stand_in_server, tmp_path):
+    code, _, err = finished(stand_in_job("exit0", tmp_path, stand_in_server.socket, HF_HOME=str(tmp_path / "hf")), timeout=120)
+    assert code == 1 and worker_pid(err) is None
+    assert "import-time environment variables differ from the server's: HF_HOME" in err
+    # The same job with the server's environment is served.
+    code, _, err = finished(stand_in_job("exit0", tmp_path, stand_in_server.socket), timeout=60)
+    assert code == 0 and worker_pid(err) is not None
+
+
+def test_fork_hazards_name_every_state_the_server_cannot_vouch_for(monkeypatch):
+    """Unit checks of the refusal reasons a test server cannot easily be put into (CUDA needs
+    a GPU). This test process runs threads of its own: the census is checked above."""
+    import torch
+
+    monkeypatch.setattr(jobserver, "foreign_threads", lambda: [])
+
+    environment = {"OMP_NUM_THREADS": "1", "PYTHONPATH": "x"}
+    request = {"interpreter": jobserver.interpreter(), "env": dict(environment), "affinity": sorted(os.sched_getaffinity(0))}
+    assert jobserver.fork_hazards(request, environment) == []
+    other_python = {**request, "interpreter": {**jobserver.interpreter(), "prefix": "/other/venv"}}
+    assert "the job runs" in jobserver.fork_hazards(other_python, environment)[0]
+    for env in ({"PYTHONPATH": "x"}, {**environment, "MKL_NUM_THREADS": "2"}, {**environment, "OMP_NUM_THREADS": "0"}):
+        assert "thread counts" in " ".join(jobserver.fork_hazards({**request, "env": env}, environment))
+    assert "PYTHONPATH" in jobserver.fork_hazards({**request, "env": {**environment, "PYTHONPATH": "y"}}, environment)[0]
+    assert "CPUs" in jobserver.fork_hazards({**request, "affinity": [10_000]}, environment)[0]
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    assert jobserver.fork_hazards(request, environment) == ["CUDA is initialised in the server"]
+
+
+def test_the_server_imports_with_the_nvml_cuda_check_and_one_thread_per_library(stand_in_server, tmp_path):
+    code, _, err = finished(stand_in_job("environment", tmp_path, stand_in_server.socket), timeout=60)
+    assert code == 0, err
+    environment = json.loads((tmp_path / "out" / "server_environment.json").read_text())
+    assert environment["PYTORCH_NVML_BASED_CUDA_CHECK"] == "1"
+    assert all(environment[name] == "1" for name in jobserver.THREAD_VARIABLES)
+
+
+def test_the_preloaded_server_runs_no_thread_but_its_own_and_jemallocs(server):
+    """The workflow's server after importing PRELOAD: nothing to refuse (the tests above that
+    expect a worker rely on it)."""
+    names = sorted(Path(f"/proc/{server.process.pid}/task/{task}/comm").read_text().strip() for task in os.listdir(f"/proc/{server.process.pid}/task"))
+    assert set(names) <= {"python", *jobserver.FORK_SAFE_THREADS} and names.count("python") == 1
+
+
+def test_a_job_stops_when_the_snakemake_process_that_started_it_ends(tmp_path):
+    """mscl.interrupt.stop_when_owner_ends (every `python -m mscl` job of a local run)."""
+    from mscl.interrupt import OWNER_ENV
+
+    owner = subprocess.Popen(["sleep", "60"])
+    job = subprocess.Popen(
+        [sys.executable, "-c", "from mscl.interrupt import stop_when_owner_ends; import time; stop_when_owner_ends(); time.sleep(60)"],
+        env={**os.environ, OWNER_ENV: str(owner.pid)}, stderr=subprocess.PIPE, text=True,
+    )
+    time.sleep(1.5)
+    assert job.poll() is None
+    owner.kill()
+    owner.wait()
+    _, err = job.communicate(timeout=10)
+    assert job.returncode == -signal.SIGTERM and f"the Snakemake process {owner.pid} that started this job is gone" in err

@@ -15,6 +15,7 @@ import sys
 from mscl import jobserver
 from mscl.cli import commands, parse_args
 from mscl.errors import InputError
+from mscl.interrupt import stop_when_owner_ends
 
 COMMANDS: dict[str, tuple[str, str]] = {
     "fetch-mimic-splits": ("mscl.data.mimic_splits", "copy or download the MIMIC split/top-50 lists and verify sha256"),
@@ -65,6 +66,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if command in commands():  # all but `bench`, whose light module parses its benchmark's arguments
         parse_args(command, rest)  # exits on --help or a usage error; main(rest) parses again
+    if command != "job-server":  # the server watches its owner itself, and must stay single-threaded
+        stop_when_owner_ends()
     if command in jobserver.SERVED_COMMANDS and (code := jobserver.delegate(argv)) is not None:
         return code
     return run(argv)

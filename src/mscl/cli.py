@@ -69,6 +69,17 @@ def parse_args(name: str, argv: Sequence[str] | None) -> argparse.Namespace:
 
 # ----------------------------------------------------------- options several commands share
 
+# numpy's legacy seeding (np.random.seed, which the runs seed too) takes 0 .. 2**32 - 1.
+MAX_SEED = 2**32 - 1
+
+
+def seed(text: str) -> int:
+    """argparse type of every --seed: an integer in [0, MAX_SEED]."""
+    if not text.isdigit() or int(text) > MAX_SEED:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a seed. Fix: give an integer from 0 to {MAX_SEED}")
+    return int(text)
+
+
 
 MISSING_POLICIES = ("error", "drop")
 
@@ -77,7 +88,7 @@ def add_image_arguments(parser: argparse.ArgumentParser, missing_default: str = 
     """Add --root/--out/--seed and the image-check options every image parser takes."""
     parser.add_argument("--root", required=True, type=Path, help="dataset root folder (the published layout)")
     parser.add_argument("--out", required=True, type=Path, help="output folder of the prepared manifest")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the split (default 0)")
+    parser.add_argument("--seed", type=seed, default=0, help="seed of the split (default 0)")
     parser.add_argument(
         "--verify-images",
         action=argparse.BooleanOptionalAction,
@@ -189,7 +200,7 @@ AAPD_FRACTIONS = tuple(count / sum(AAPD_PAPER_COUNTS_K) for count in AAPD_PAPER_
 def _prepare_aapd(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--root", required=True, type=Path, help="folder holding text_{train,val,test} and label_{train,val,test}")
     parser.add_argument("--out", required=True, type=Path, help="output folder of the prepared manifest")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the re-split (default 0)")
+    parser.add_argument("--seed", type=seed, default=0, help="seed of the re-split (default 0)")
     parser.add_argument("--policy", choices=AAPD_POLICIES, default="resplit", help="re-split the pooled documents (default) or keep the published split")
     add_fractions_argument(parser, AAPD_FRACTIONS, "the paper's 37.8k/6.7k/11.3k proportions, used by the re-split")
 
@@ -204,7 +215,7 @@ def _prepare_yeast(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--source", type=Path, default=None, help="yeast CSV(.gz) (default: river/datasets/yeast.csv.gz of the installed river)")
     parser.add_argument("--split", choices=YEAST_POLICIES, default="mulan", help="MULAN's train/test split (default, md5-checked) or a seeded re-split")
     parser.add_argument("--val-fraction", type=float, default=YEAST_VAL_FRACTION, help="share of the train pool carved out as val (default 0.2)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the val carve-out (default 0)")
+    parser.add_argument("--seed", type=seed, default=0, help="seed of the val carve-out (default 0)")
 
 
 DEBTAGS_MIN_COUNT = 50
@@ -228,7 +239,7 @@ def _prepare_debtags(parser: argparse.ArgumentParser) -> None:
         default=DEBTAGS_EXCLUDED_FACETS,
         help="comma-separated facets whose tags are dropped (default role,special,made-of; '' keeps all)",
     )
-    parser.add_argument("--seed", type=int, default=0, help="salt of the name hash that picks the split (default 0)")
+    parser.add_argument("--seed", type=seed, default=0, help="salt of the name hash that picks the split (default 0)")
     add_fractions_argument(parser, DEBTAGS_FRACTIONS, "0.7 0.1 0.2")
     parser.add_argument(
         "--sample-fraction",
@@ -253,7 +264,7 @@ def _prepare_fashion_mnist(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--train-canvases", required=True, type=int, help="number of train canvases")
     parser.add_argument("--test-canvases", required=True, type=int, help="number of test canvases (from t10k)")
     parser.add_argument("--val-fraction", type=float, default=FASHION_MNIST_VAL_FRACTION, help="share of train images held out for val, and val canvases per train canvas (default 0.1)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the held-out part and of every canvas (default 0)")
+    parser.add_argument("--seed", type=seed, default=0, help="seed of the held-out part and of every canvas (default 0)")
     parser.add_argument("--canvas-size", type=int, default=FASHION_MNIST_CANVAS_SIZE, help="canvas side in pixels, a 2x2 grid of cells (default 56)")
     parser.add_argument("--max-items", type=int, default=FASHION_MNIST_MAX_ITEMS, help="items per canvas are uniform in 1..max (default 4)")
     parser.add_argument("--class-exponent", type=float, default=FASHION_MNIST_CLASS_EXPONENT, help="Zipf exponent of the class draw, 0 = uniform (default 1.0)")
@@ -278,7 +289,7 @@ DEMO_KINDS: dict[str, tuple[str, str, int]] = {
 def _make_demo(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("kind", choices=sorted(DEMO_KINDS), help="which dataset format to imitate")
     parser.add_argument("--out", required=True, type=Path, help="dataset root to (re)create")
-    parser.add_argument("--seed", type=int, default=0, help="random seed (same seed -> identical files)")
+    parser.add_argument("--seed", type=seed, default=0, help="random seed (same seed -> identical files)")
     parser.add_argument(
         "--samples",
         type=int,
@@ -297,7 +308,7 @@ def _stats_table(parser: argparse.ArgumentParser) -> None:
 @command("make-tiny-models", description="Write randomly initialised local RoBERTa and Llama models plus a BPE tokenizer (offline).")
 def _make_tiny_models(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, type=Path, help="folder to (re)create with tokenizer/ and the set's model folders")
-    parser.add_argument("--seed", type=int, default=0, help="weight initialisation seed (same seed -> identical files)")
+    parser.add_argument("--seed", type=seed, default=0, help="weight initialisation seed (same seed -> identical files)")
     parser.add_argument(
         "--set",
         choices=("tiny", "paper"),
@@ -476,7 +487,7 @@ def _eq12(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--labels", type=int, default=10)
     parser.add_argument("--dim", type=int, default=16)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=seed, default=0)
 
 
 # ---------------------------------------------------------- benchmarks (`bench NAME`)
@@ -509,7 +520,7 @@ def _bench_preprocess(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--notes", type=int, default=12_000, help="notes at 1x (all categories)")
     parser.add_argument("--scales", type=int, nargs="+", default=[1, 10], help="multiples of --notes to measure")
     parser.add_argument("--chunk-rows", type=int, default=5_000, help="passed to prepare-mimic")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=seed, default=0)
     parser.add_argument("--workdir", type=Path, help="scratch folder (default: a temporary one, removed afterwards)")
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Sequence
 
 
 class InputError(Exception):
@@ -17,3 +18,31 @@ class InputError(Exception):
         if field:
             where += f" (field {field!r})"
         super().__init__(f"{where}: {problem}. Fix: {fix}")
+
+
+def config_validation_problem(error: BaseException, config_files: Sequence[object]) -> str:
+    """A config that fails the JSON schema, in a few lines: the key, what is wrong, the config
+    files to fix it in and the schema's description of the key, instead of Snakemake's dump of
+    the schema (over a thousand lines for some keys). `error` is what snakemake.utils.validate
+    raised; anything else is returned as it reads."""
+    validation = error.__cause__ or error.__context__  # the jsonschema ValidationError it wraps
+    if not (hasattr(validation, "absolute_path") and hasattr(validation, "validator")):
+        return str(error)
+    if validation.context:  # anyOf/oneOf: the alternative that came closest
+        from jsonschema.exceptions import best_match
+
+        validation = best_match(validation.context)
+    path = [str(part) for part in validation.absolute_path]
+    problem = validation.message[:300]
+    description = validation.schema.get("description") if isinstance(validation.schema, dict) else None
+    if validation.validator == "additionalProperties" and isinstance(validation.instance, dict):
+        allowed = sorted(validation.schema.get("properties", {}))
+        path.append(sorted(set(validation.instance) - set(allowed))[0])
+        problem, description = f"no such key{f' (allowed here: {allowed})' if allowed else ''}", None
+    key = ".".join(path) or "(top level)"
+    files = ", ".join(map(str, config_files)) or "your config file"
+    return (
+        f"invalid config key `{key}` in {files}: {problem}. "
+        f"Fix: correct `{key}` in {files} (or in a --config override); workflow/schemas/config.schema.yaml documents every key"
+        + (f". `{key}`: {' '.join(str(description).split())[:300]}" if description else "")
+    )

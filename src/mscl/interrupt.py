@@ -13,17 +13,28 @@ Two sides:
   progress clean up their temporary files and the last epoch checkpoint stays the newest
   complete state: the rerun resumes from it.
 
+- Snakemake killed outright (SIGKILL, a crashed terminal): its local jobs would run on as
+  orphans and race the rerun for the same files. `tie_jobs_to_this_process` (the workflow's
+  onstart, local runs only) names the Snakemake process in $MSCL_RUN_OWNER, and every
+  `python -m mscl` job process watches it (`stop_when_owner_ends`) and stops itself by SIGTERM
+  within POLL_SECONDS of its end. A job-server worker is stopped by its server instead.
+
 Standard library only, plus psutil (a Snakemake dependency) where process trees are walked.
 """
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
+import threading
+import time
 from typing import Callable, Iterable
 
 GRACE_SECONDS = 10.0  # SIGTERM first; whatever still runs after this long gets SIGKILL
 EXIT_TERMINATED = 143  # 128 + SIGTERM, what a shell reports for a process ended by SIGTERM
+OWNER_ENV = "MSCL_RUN_OWNER"
+POLL_SECONDS = 1.0  # how often a job checks that the Snakemake process that started it is alive
 
 
 def terminate_process_trees(pids: Iterable[int], grace_seconds: float = GRACE_SECONDS) -> int:
@@ -84,3 +95,36 @@ def exit_on_sigterm(message: str) -> None:
         sys.exit(EXIT_TERMINATED)
 
     signal.signal(signal.SIGTERM, handler)
+
+
+def tie_jobs_to_this_process(local: bool) -> None:
+    """The workflow's onstart: jobs that run on this machine (`local`) stop when this process
+    ends, however it ends. Not on a cluster, where jobs outlive the submitting Snakemake."""
+    if local:
+        os.environ[OWNER_ENV] = str(os.getpid())
+
+
+def stop_when_owner_ends() -> None:
+    """In a job process: SIGTERM to itself once the process named by $MSCL_RUN_OWNER is gone
+    (a daemon thread that polls every POLL_SECONDS). Nothing when the variable is unset."""
+    owner = os.environ.get(OWNER_ENV, "")
+    if not owner.isdigit():
+        return
+
+    def watch() -> None:
+        while alive(int(owner)):
+            time.sleep(POLL_SECONDS)
+        print(f"mscl: the Snakemake process {owner} that started this job is gone; stopping", file=sys.stderr, flush=True)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="mscl-owner-watch", daemon=True).start()
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, another user's
+        return True
+    return True

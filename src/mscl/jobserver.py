@@ -7,40 +7,45 @@ start-up against 5-15 s of training per job in the embedded default (`mscl bench
 same idea as multiprocessing's forkserver with preloaded modules:
 
 - `python -m mscl job-server --socket PATH --owner-pid PID` binds a Unix socket, imports
-  `PRELOAD` once, then forks one worker per request. Nothing in it touches CUDA, so a worker
-  may initialise CUDA itself.
+  `PRELOAD` once, then forks one worker per request. It runs with one thread per library
+  (`SERVER_ENVIRONMENT`) and never touches CUDA, so it holds no thread pool or GPU context a
+  fork would copy half of.
 - A job's `python -m mscl pretrain ...` (likewise probe and cache-prefix) finds the socket in
-  `$MSCL_JOB_SERVER`, hands its stdin/stdout/stderr file descriptors, argv, working directory
-  and environment to the server, and waits. The worker, a fresh fork of the preloaded server,
-  takes over those descriptors, directory and environment, runs the command, and sends its
-  exit status back. The job's shell, log, outputs and benchmark wall time stay as they were;
-  each job still runs alone in its own process with its own seed.
+  `$MSCL_JOB_SERVER`, hands its stdin/stdout/stderr file descriptors, argv, working directory,
+  environment, umask, CPU affinity and interpreter to the server, and waits. Before each fork
+  the server checks that it can vouch for the worker (`fork_hazards`): the same interpreter
+  and mscl, the same import-time environment, CUDA not initialised, no thread besides its own
+  and jemalloc's. If not, it refuses, says why in its log and the job's, and the job runs in
+  its own process. Otherwise the worker, a fresh fork, takes over the job's descriptors,
+  directory, environment, umask, affinity and thread counts, runs the command and leaves the
+  way a job process does (atexit handlers, stdio flushed). The server reaps it and sends the
+  job its exit status: a worker killed by signal N reports 128 + N, as a shell would.
 - Signals to the job (Snakemake's SIGTERM, Ctrl-C's SIGINT, SIGHUP) are forwarded to the
-  worker; a worker whose job process disappears (SIGKILL) terminates itself.
-- The server leaves when its owner (the Snakemake process) is gone or on SIGTERM.
+  worker; a job process that disappears (SIGKILL) gets its worker terminated by the server; a
+  worker whose server disappears gets SIGTERM from the kernel (PR_SET_PDEATHSIG), and its job
+  process makes sure it is gone before it reports the job failed.
+- The server leaves when its owner (the Snakemake process) is gone or on SIGTERM, after
+  terminating its workers and reporting their exit statuses.
 - No server, or one that cannot be reached: the command runs in its own process, as before.
 
 The workflow starts a server per run when jobs run on this machine without conda or apptainer
-(`job_server` in the config, on by default; `start_for_workflow`). On a cluster every job runs
-in its own process.
+(`job_server` in the config, on by default; `start_for_workflow`), on Linux. On a cluster
+every job runs in its own process. What differs between a served and an unserved job is
+listed in docs/job-server.md, the one place that keeps that list.
 
-The server starts with Snakemake's environment and the worker takes the job's, but what a
-library read while it was being imported stays the server's. OMP_NUM_THREADS (read when torch
-loads) is therefore applied explicitly, and mscl reads its own variables when a job runs.
-
-What a worker's job process cannot show: Snakemake's `benchmark:` file measures the job
-process (the thin client) for CPU time and memory. The worker therefore ends its log with its
-own CPU seconds and peak RSS (`USAGE_LINE`), and `mscl.report.cost` reads them from there.
-
-Standard library only outside `serve` (the workflow imports `start_for_workflow`).
+Standard library only outside the server and its workers (the workflow imports
+`start_for_workflow`, every job process `delegate`).
 """
 
 from __future__ import annotations
 
 import atexit
+import ctypes
+import glob
 import importlib
 import json
 import os
+import select
 import shutil
 import signal
 import socket
@@ -50,9 +55,10 @@ import sys
 import tempfile
 import threading
 import time
-import traceback
-from dataclasses import dataclass
-from typing import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Callable, Mapping, Sequence
+
+from mscl.interrupt import GRACE_SECONDS, alive
 
 SOCKET_ENV = "MSCL_JOB_SERVER"
 SERVED_COMMANDS = frozenset({"pretrain", "probe", "cache-prefix"})
@@ -69,28 +75,63 @@ PRELOAD = (
     "transformers",
     "transformers.modeling_utils",
     "peft",
+    "threadpoolctl",
     "mscl.train.pretrain",
     "mscl.train.probe",
     "mscl.train.prefix",
     "mscl.models.text",
     "mscl.models.plm_icd",
 )
+# The thread counts a job sets (Snakemake sets all six to the rule's threads). Libraries read
+# them when they are loaded, i.e. in the server, so the server loads them with one thread each
+# (no pool to copy into a fork) and the worker applies the job's count (`_apply_thread_count`).
+THREAD_VARIABLES = (
+    "OMP_NUM_THREADS", "GOTO_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS",
+)  # fmt: skip
+# The server's own settings. The NVML-based check answers torch.cuda.is_available() without
+# initialising CUDA, should anything in the preload ask.
+SERVER_ENVIRONMENT = {"PYTORCH_NVML_BASED_CUDA_CHECK": "1", **{name: "1" for name in THREAD_VARIABLES}}
+# Environment variables that the interpreter or a preloaded library reads at start-up or import,
+# i.e. that a worker sees with the server's value: a job whose values differ is refused.
+IMPORT_TIME_PREFIXES = ("PYTHON", "HF_", "TRANSFORMERS_", "TORCH", "PYTORCH_", "OMP_", "KMP_", "GOMP_", "MKL_", "OPENBLAS_", "TOKENIZERS_", "ARROW_", "SKLEARN_", "LD_")
+# Not compared: applied to the worker (PYTHONUNBUFFERED: its stdio is reopened; the thread
+# counts) or the server's own setting.
+APPLIED_VARIABLES = frozenset({"PYTHONUNBUFFERED", *THREAD_VARIABLES, *SERVER_ENVIRONMENT})
+# Threads the server may have when it forks: jemalloc's background thread (pyarrow) stops and
+# restarts itself around fork. Any other thread (an OpenMP pool, a Python thread) refuses.
+FORK_SAFE_THREADS = frozenset({"jemalloc_bg_thd"})
 FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 HEADER = struct.Struct("!I")  # request length in bytes, sent with the job's three descriptors
 USAGE_LINE = "mscl job-server worker usage: cpu_s={cpu_s:.2f} max_rss_mib={max_rss_mib:.1f}"
+WORKER_LINE = "mscl job-server worker {pid} (server {server}) runs this job"
 POLL_SECONDS = 1.0  # how often the server checks that its owner is alive
 READY_TIMEOUT_SECONDS = 30.0  # how long the workflow waits for the server's socket
 EXIT_LOST_WORKER = 1
+SOCKET_DIR_PREFIX = "mscl-jobs-"  # + owner pid + "-": a folder whose owner is gone is stale
+PR_SET_PDEATHSIG = 1  # prctl option (linux/prctl.h)
 
 
 # ------------------------------------------------------------------------- the job's side
+
+
+def interpreter() -> dict[str, str]:
+    """What a worker must share with the job: the interpreter, its environment (venv) and the
+    mscl package its modules come from."""
+    import mscl
+
+    return {
+        "executable": os.path.realpath(sys.executable),
+        "prefix": sys.prefix,
+        "version": sys.version,
+        "mscl": os.path.dirname(os.path.abspath(mscl.__file__)),
+    }
 
 
 def delegate(argv: Sequence[str]) -> int | None:
     """Run `python -m mscl <argv>` in a worker of the job server named by $MSCL_JOB_SERVER.
 
     Returns the worker's exit status, or None (run it in this process) when no server is
-    named or it cannot be reached."""
+    named, it cannot be reached or it refuses the job."""
     path = os.environ.get(SOCKET_ENV)
     if not path:
         return None
@@ -99,28 +140,54 @@ def delegate(argv: Sequence[str]) -> int | None:
         connection.connect(path)
     except OSError as error:
         connection.close()
-        print(f"mscl: job server {path} not reachable ({error.strerror or error}); running in this process", file=sys.stderr, flush=True)
+        say(f"job server {path} not reachable ({error.strerror or error}); running in this process")
         return None
     with connection:
-        request = json.dumps({"argv": list(argv), "cwd": os.getcwd(), "env": dict(os.environ)}).encode()
-        socket.send_fds(connection, [HEADER.pack(len(request))], [0, 1, 2])
-        connection.sendall(request)
+        request = json.dumps(
+            {
+                "argv": list(argv), "cwd": os.getcwd(), "env": dict(os.environ), "umask": _umask(),
+                "affinity": sorted(os.sched_getaffinity(0)), "interpreter": interpreter(),
+            }
+        ).encode()
+        try:
+            socket.send_fds(connection, [HEADER.pack(len(request))], [0, 1, 2])
+            connection.sendall(request)
+        except OSError as error:  # the server went away between connect and send
+            say(f"job server {path} dropped the request ({error.strerror or error}); running in this process")
+            return None
         replies = connection.makefile("r", encoding="utf-8")
         started = _read_reply(replies)
+        if started is not None and "refused" in started:
+            say(f"job server refused this job ({started['refused']}); running in this process")
+            return None
         if started is None or "pid" not in started:
-            print(f"mscl: job server {path} did not start a worker; see its log", file=sys.stderr, flush=True)
+            say(f"job server {path} did not start a worker; see its log")
             return EXIT_LOST_WORKER
         worker = int(started["pid"])
         previous = {number: signal.signal(number, _forward_to(worker)) for number in FORWARDED_SIGNALS}
         try:
             finished = _read_reply(replies)
+            if finished is None or "exit" not in finished:
+                _stop(worker)
         finally:
             for number, handler in previous.items():
                 signal.signal(number, handler)
     if finished is None or "exit" not in finished:
-        print(f"mscl: job-server worker {worker} ended without an exit status (killed?)", file=sys.stderr, flush=True)
+        say(f"the job server ended before worker {worker} reported; the worker was stopped")
         return EXIT_LOST_WORKER
+    if finished.get("signal"):
+        say(f"job-server worker {worker} was killed by {signal.Signals(finished['signal']).name} (exit {finished['exit']})")
     return int(finished["exit"])
+
+
+def say(message: str) -> None:
+    print(f"mscl: {message}", file=sys.stderr, flush=True)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def _forward_to(pid: int) -> Callable[[int, object], None]:
@@ -134,15 +201,268 @@ def _forward_to(pid: int) -> Callable[[int, object], None]:
 
 
 def _read_reply(replies) -> dict | None:
-    line = replies.readline()
+    try:
+        line = replies.readline()
+    except OSError:  # connection reset: the server was killed
+        return None
     return json.loads(line) if line.strip() else None
+
+
+def _stop(pid: int) -> None:
+    """Make sure a worker whose server is gone has ended: it got SIGTERM from the kernel when
+    the server died (PR_SET_PDEATHSIG); SIGTERM again, then SIGKILL after GRACE_SECONDS."""
+    try:
+        handle = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return
+    try:
+        for number in (signal.SIGTERM, signal.SIGKILL):
+            try:
+                signal.pidfd_send_signal(handle, number)
+            except ProcessLookupError:
+                return
+            if select.select([handle], [], [], GRACE_SECONDS)[0]:  # readable once it has ended
+                return
+    finally:
+        os.close(handle)
 
 
 # ------------------------------------------------------------------------ the server's side
 
 
+def fork_hazards(request: Mapping, server_environment: Mapping[str, str]) -> list[str]:
+    """Why this server cannot vouch for a worker running `request` (empty: it can).
+
+    `server_environment` is the environment the server started with."""
+    hazards = []
+    if request.get("interpreter") != interpreter():
+        hazards.append(f"the job runs {request.get('interpreter')}, the server {interpreter()}")
+    environment = request.get("env", {})
+    differing = sorted(
+        name for name in set(environment) | set(server_environment)
+        if name.startswith(IMPORT_TIME_PREFIXES) and name not in APPLIED_VARIABLES
+        and environment.get(name) != server_environment.get(name)
+    )  # fmt: skip
+    if differing:
+        hazards.append(f"import-time environment variables differ from the server's: {', '.join(differing)}")
+    counts = {environment[name] for name in THREAD_VARIABLES if name in environment}
+    if "OMP_NUM_THREADS" not in environment or len(counts) != 1 or not _positive_int(counts.pop()):
+        hazards.append(f"the job's thread counts are not one positive OMP_NUM_THREADS ({ {n: environment.get(n) for n in THREAD_VARIABLES} })")
+    if not set(request.get("affinity", [])) <= os.sched_getaffinity(0):
+        hazards.append(f"the job may run on CPUs {request.get('affinity')}, the server only on {sorted(os.sched_getaffinity(0))}")
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        hazards.append("CUDA is initialised in the server")
+    threads = foreign_threads()
+    if threads:
+        hazards.append(f"the server runs {len(threads)} thread(s) besides its own ({', '.join(sorted(threads))}): a thread pool was started")
+    return hazards
+
+
+def _positive_int(text: str) -> bool:
+    return text.isdigit() and int(text) > 0
+
+
+def foreign_threads() -> list[str]:
+    """Names of this process's threads other than the main one and `FORK_SAFE_THREADS`."""
+    main = threading.main_thread().native_id
+    names = []
+    for task in os.listdir("/proc/self/task"):
+        if int(task) == main:
+            continue
+        try:
+            with open(f"/proc/self/task/{task}/comm", encoding="utf-8") as handle:
+                name = handle.read().strip()
+        except FileNotFoundError:  # ended meanwhile
+            continue
+        if name not in FORK_SAFE_THREADS:
+            names.append(name)
+    return names
+
+
+@dataclass
+class Job:
+    """A request accepted in a worker: what the worker needs to become the job process."""
+
+    request: dict
+    descriptors: list[int]
+
+
+@dataclass
+class _Worker:
+    connection: socket.socket  # to the job process: the exit status goes here
+    terminate_at: float | None = None  # monotonic time of the SIGTERM, once sent
+
+
+@dataclass
+class Server:
+    """The accept/fork/reap loop. `run` returns None in the server once it stops, and the
+    accepted `Job` in a freshly forked worker."""
+
+    listener: socket.socket
+    path: str
+    owner_pid: int
+    environment: dict[str, str]  # what the server started with, before SERVER_ENVIRONMENT
+    pid: int = field(default_factory=os.getpid)
+    workers: dict[int, _Worker] = field(default_factory=dict)
+    served: int = 0
+    stopping: bool = False
+
+    def run(self) -> Job | None:
+        wakeup, self._wakeup_write = os.pipe()
+        self._wakeup = wakeup
+        for descriptor in (wakeup, self._wakeup_write):
+            os.set_blocking(descriptor, False)
+        signal.set_wakeup_fd(self._wakeup_write)  # SIGCHLD and SIGTERM wake the select below
+        signal.signal(signal.SIGCHLD, lambda *_: None)
+        signal.signal(signal.SIGTERM, self._stop)
+        try:
+            while not self.stopping and alive(self.owner_pid):
+                # Workers already terminated are not watched: their end of stream stays readable.
+                connections = {worker.connection.fileno(): pid for pid, worker in self.workers.items() if worker.terminate_at is None}
+                readable, _, _ = select.select([self.listener, wakeup, *connections], [], [], POLL_SECONDS)
+                if wakeup in readable:
+                    _drain(wakeup)
+                self._reap()
+                for descriptor in readable:
+                    if descriptor in connections and connections[descriptor] in self.workers:
+                        self._check_job(connections[descriptor])
+                self._escalate()
+                if self.listener in readable:
+                    job = self._accept()
+                    if job is not None:
+                        return job  # in the worker
+        finally:
+            if os.getpid() == self.pid:
+                self._shutdown()
+        return None
+
+    def _stop(self, *_: object) -> None:
+        self.stopping = True
+
+    def _accept(self) -> Job | None:
+        try:
+            connection, _ = self.listener.accept()
+        except (BlockingIOError, InterruptedError):
+            return None
+        descriptors: list[int] = []
+        pid = None
+        try:
+            request, descriptors = _read_request(connection)
+            hazards = fork_hazards(request, self.environment)
+            if hazards:
+                log(f"refused a job ({' '.join(request['argv'][:1])}): {'; '.join(hazards)}; it runs in its own process")
+                _send(connection, {"refused": "; ".join(hazards)})
+            else:
+                sys.stdout.flush()
+                sys.stderr.flush()
+                pid = _fork_with_signals_blocked()
+        except (OSError, ValueError) as error:
+            log(f"dropped a request: {error}")
+        if pid == 0:
+            self._close_in_worker(connection)
+            return Job(request, descriptors)
+        for descriptor in descriptors:  # the job's stdio: a copy held here keeps its readers waiting
+            os.close(descriptor)
+        if pid is None:
+            connection.close()
+            return None
+        self.workers[pid] = _Worker(connection)
+        self.served += 1
+        _send(connection, {"pid": pid})
+        return None
+
+    def _close_in_worker(self, own: socket.socket) -> None:
+        """Drop the server's descriptors in a new worker: the job processes of other workers
+        must see end of stream when the server dies, not when this worker ends."""
+        for number, handler in ((signal.SIGCHLD, signal.SIG_DFL), (signal.SIGTERM, signal.SIG_DFL), (signal.SIGHUP, signal.SIG_DFL), (signal.SIGINT, signal.default_int_handler)):
+            signal.signal(number, handler)  # the job's own subprocesses must be waitable: SIGCHLD too
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, FORWARDED_SIGNALS)
+        signal.set_wakeup_fd(-1)
+        for descriptor in (self._wakeup, self._wakeup_write):
+            os.close(descriptor)
+        self.listener.close()
+        for worker in self.workers.values():
+            worker.connection.close()
+        own.close()
+        self.workers = {}
+
+    def _reap(self) -> None:
+        """Collect ended workers and send each one's job its exit status (128 + N if killed by
+        signal N)."""
+        while self.workers:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            worker = self.workers.pop(pid, None)
+            if worker is None:
+                continue
+            code = os.waitstatus_to_exitcode(status)
+            killed_by = -code if code < 0 else None
+            if killed_by:
+                log(f"worker {pid} was killed by {signal.Signals(killed_by).name}")
+            _send(worker.connection, {"exit": 128 + killed_by if killed_by else code, "signal": killed_by})
+            worker.connection.close()
+
+    def _check_job(self, pid: int) -> None:
+        """A job process never writes after its request: end of stream means it is gone, and
+        its worker is terminated."""
+        worker = self.workers[pid]
+        try:
+            gone = not worker.connection.recv(1, socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            return
+        except OSError:
+            gone = True
+        if gone and worker.terminate_at is None:
+            log(f"the job process of worker {pid} is gone; terminating the worker")
+            self._terminate(pid)
+
+    def _terminate(self, pid: int) -> None:
+        self.workers[pid].terminate_at = time.monotonic()
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+
+    def _escalate(self) -> None:
+        for pid, worker in list(self.workers.items()):
+            if worker.terminate_at is not None and time.monotonic() - worker.terminate_at > GRACE_SECONDS:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+
+    def _shutdown(self) -> None:
+        """Stop accepting, terminate the workers, report their exit statuses, clean up."""
+        self.listener.close()
+        _remove_socket(self.path)
+        for pid, worker in self.workers.items():
+            if worker.terminate_at is None:
+                self._terminate(pid)
+        deadline = time.monotonic() + GRACE_SECONDS
+        while self.workers and time.monotonic() < deadline:
+            select.select([self._wakeup], [], [], 0.1)
+            _drain(self._wakeup)
+            self._reap()
+        for pid in list(self.workers):
+            os.kill(pid, signal.SIGKILL)
+        while self.workers:
+            select.select([self._wakeup], [], [], 0.1)
+            self._reap()
+        signal.set_wakeup_fd(-1)
+        os.close(self._wakeup)
+        os.close(self._wakeup_write)
+
+
 def serve(path: str, owner_pid: int, preload: Sequence[str] = PRELOAD) -> int:
-    """Bind `path`, import `preload`, fork a worker per request until `owner_pid` is gone."""
+    """Bind `path`, import `preload`, fork a worker per request until `owner_pid` is gone.
+    In a worker, run the job instead and return its exit status."""
+    started_with = dict(os.environ)
+    os.environ.update(SERVER_ENVIRONMENT)  # before any import reads it
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     # Listen before preloading: jobs that arrive meanwhile wait in the backlog, not in their
     # own imports. Bound under a temporary name and renamed, so the path exists only once
@@ -150,135 +470,145 @@ def serve(path: str, owner_pid: int, preload: Sequence[str] = PRELOAD) -> int:
     listener.bind(path + ".binding")
     listener.listen(128)
     os.rename(path + ".binding", path)
+    listener.setblocking(False)
     started = time.perf_counter()
     for name in preload:
         importlib.import_module(name)
-    print(f"job server {os.getpid()}: preloaded {len(preload)} modules in {time.perf_counter() - started:.1f} s; serving {path}", flush=True)
-    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # workers are reaped by the kernel
-    stopping = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stopping.set())
-    listener.settimeout(POLL_SECONDS)
-    served = 0
+    log(f"preloaded {len(preload)} modules in {time.perf_counter() - started:.1f} s; serving {path}")
+    server = Server(listener, path, owner_pid, started_with)
+    job = server.run()
+    if job is None:
+        log(f"stopped after {server.served} jobs")
+        return 0
+    return run_worker(job)
+
+
+def _fork_with_signals_blocked() -> int:
+    """os.fork(); in the child the forwarded signals stay blocked until `_close_in_worker`
+    has replaced the server's handlers, so none is lost to them."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED_SIGNALS)
     try:
-        while not stopping.is_set() and _alive(owner_pid):
-            try:
-                connection, _ = listener.accept()
-            except (TimeoutError, InterruptedError):
-                continue
-            served += _fork_worker(listener, connection)
-    finally:
-        listener.close()
-        if os.path.exists(path):
-            os.unlink(path)
-    print(f"job server {os.getpid()}: stopped after {served} jobs", flush=True)
-    return 0
+        pid = os.fork()
+    except OSError:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, FORWARDED_SIGNALS)
+        raise
+    if pid != 0:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, FORWARDED_SIGNALS)
+    return pid
 
 
-def _alive(pid: int) -> bool:
+def log(message: str) -> None:
+    print(f"job server {os.getpid()}: {message}", flush=True)
+
+
+def _drain(descriptor: int) -> None:
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # alive, another user's
-        return True
-    return True
+        while os.read(descriptor, 512):
+            pass
+    except BlockingIOError:
+        pass
 
 
-def _fork_worker(listener: socket.socket, connection: socket.socket) -> int:
-    """Read one request and fork its worker; 1 if a worker started."""
-    descriptors: list[int] = []
+def _send(connection: socket.socket, message: dict) -> None:
     try:
-        connection.settimeout(10.0)  # a job process sends its request at once
-        header, descriptors, _, _ = socket.recv_fds(connection, HEADER.size, 3)
-        if len(header) != HEADER.size or len(descriptors) != 3:
-            raise ValueError("malformed request header")
-        body = b""
-        (length,) = HEADER.unpack(header)
+        connection.sendall((json.dumps(message) + "\n").encode())
+    except OSError:  # the job process is gone; its worker is or will be terminated
+        pass
+
+
+def _read_request(connection: socket.socket) -> tuple[dict, list[int]]:
+    connection.setblocking(True)
+    connection.settimeout(10.0)  # a job process sends its request at once
+    header, descriptors, _, _ = socket.recv_fds(connection, HEADER.size, 3)
+    if len(header) != HEADER.size or len(descriptors) != 3:
+        for descriptor in descriptors:
+            os.close(descriptor)
+        raise ValueError("malformed request header")
+    body = b""
+    (length,) = HEADER.unpack(header)
+    try:
         while len(body) < length:
             chunk = connection.recv(length - len(body))
             if not chunk:
                 raise ValueError("request cut short")
             body += chunk
-        request = json.loads(body)
-        connection.settimeout(None)
-        sys.stdout.flush()
-        sys.stderr.flush()
-        if os.fork() == 0:
-            _run_worker(listener, connection, descriptors, request)  # never returns
-        return 1
-    except (OSError, ValueError) as error:
-        print(f"job server {os.getpid()}: dropped a request: {error}", flush=True)
-        return 0
-    finally:
+    except (OSError, ValueError):
         for descriptor in descriptors:
             os.close(descriptor)
-        connection.close()
+        raise
+    connection.settimeout(None)
+    return json.loads(body), descriptors
 
 
-def _run_worker(listener: socket.socket, connection: socket.socket, descriptors: list[int], request: dict) -> None:
-    """In the forked worker: become the job process, run its command, report, exit."""
-    code = 1
+def _remove_socket(path: str) -> None:
+    """The socket, and the folder `start` made for it."""
+    if os.path.exists(path):
+        os.unlink(path)
+    folder = os.path.dirname(path)
+    if os.path.basename(folder).startswith(SOCKET_DIR_PREFIX):
+        try:
+            os.rmdir(folder)
+        except OSError:
+            pass
+
+
+# ------------------------------------------------------------------------- the worker's side
+
+
+def run_worker(job: Job) -> int:
+    """In a fresh worker: become the job process, run its command, return its exit status.
+
+    Exceptions, SystemExit and KeyboardInterrupt leave the way they leave `python -m mscl`:
+    through the interpreter's normal exit (atexit handlers, stdio flushed)."""
+    _become_job_process(job)
     try:
-        listener.close()
-        signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # the job's own subprocesses must be waitable
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        signal.signal(signal.SIGHUP, signal.SIG_DFL)
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        for target, descriptor in enumerate(descriptors):
-            os.dup2(descriptor, target)
-        os.chdir(request["cwd"])
-        os.environ.clear()
-        os.environ.update(request["env"])
-        unbuffered = bool(os.environ.get("PYTHONUNBUFFERED"))
-        sys.stdin = open(0, "r", closefd=False)
-        sys.stdout = open(1, "w", buffering=1 if unbuffered or os.isatty(1) else -1, closefd=False)
-        sys.stderr = open(2, "w", buffering=1, closefd=False)
-        sys.argv = [sys.argv[0], *request["argv"]]
-        _apply_thread_count()
-        print(f"mscl job-server worker {os.getpid()} (server {os.getppid()}) runs this job", file=sys.stderr)
-        connection.sendall((json.dumps({"pid": os.getpid()}) + "\n").encode())
-        threading.Thread(target=_terminate_when_job_leaves, args=(connection,), daemon=True).start()
         from mscl.__main__ import run
 
-        code = run(request["argv"])
-    except SystemExit as stop:
-        code = stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
-        if not isinstance(stop.code, (int, type(None))):
-            print(stop.code, file=sys.stderr)
-    except KeyboardInterrupt:
-        code = 130
-    except BaseException:
-        traceback.print_exc()
-        code = 1
+        return run(job.request["argv"])
     finally:
-        try:
-            # The job is over: the SIGTERM that _terminate_when_job_leaves sends once the job
-            # process has read its exit status must not reach the job's own handler, which would
-            # log "stopped by SIGTERM" under a job that succeeded.
-            signal.signal(signal.SIGTERM, signal.SIG_IGN)
-            print(_usage_line(), file=sys.stderr)
-            sys.stdout.flush()
-            sys.stderr.flush()
-            connection.sendall((json.dumps({"exit": code}) + "\n").encode())
-        finally:
-            os._exit(code)
+        print(_usage_line(), file=sys.stderr, flush=True)
 
 
-def _apply_thread_count() -> None:
-    """OMP_NUM_THREADS is read when torch loads, i.e. in the server: apply the job's own."""
-    threads = os.environ.get("OMP_NUM_THREADS", "")
-    if threads.isdigit() and int(threads) > 0 and "torch" in sys.modules:
-        sys.modules["torch"].set_num_threads(int(threads))
+def _become_job_process(job: Job) -> None:
+    request = job.request
+    _die_with_server()
+    for target, descriptor in enumerate(job.descriptors):
+        os.dup2(descriptor, target)
+        os.close(descriptor)
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    os.umask(request["umask"])
+    os.sched_setaffinity(0, request["affinity"])
+    tempfile.tempdir = None  # recomputed from the job's TMPDIR, not the server's cached one
+    unbuffered = bool(os.environ.get("PYTHONUNBUFFERED"))
+    sys.stdin = open(0, "r", closefd=False)
+    sys.stdout = open(1, "w", buffering=1 if unbuffered or os.isatty(1) else -1, closefd=False)
+    sys.stderr = open(2, "w", buffering=1, closefd=False)
+    sys.argv = [sys.argv[0], *request["argv"]]
+    _apply_thread_count(int(os.environ["OMP_NUM_THREADS"]))
+    print(WORKER_LINE.format(pid=os.getpid(), server=os.getppid()), file=sys.stderr)
 
 
-def _terminate_when_job_leaves(connection: socket.socket) -> None:
-    """The job process never writes after its request: end of stream means it is gone."""
-    try:
-        while connection.recv(1):
-            pass
-    except OSError:
-        pass
-    os.kill(os.getpid(), signal.SIGTERM)
+def _die_with_server() -> None:
+    """SIGTERM when the server dies (Linux PR_SET_PDEATHSIG), so that no worker outlives its
+    server; exit at once if it died before this was set."""
+    server = os.getppid()
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
+    if os.getppid() != server:
+        os._exit(128 + signal.SIGTERM)
+
+
+def _apply_thread_count(threads: int) -> None:
+    """Thread counts are read when torch, OpenBLAS and OpenMP load, i.e. in the server (one
+    thread each): apply the job's count, as its own process would have read it."""
+    from threadpoolctl import threadpool_limits
+
+    if "torch" in sys.modules:
+        sys.modules["torch"].set_num_threads(threads)
+    threadpool_limits(limits=threads)
 
 
 def _usage_line() -> str:
@@ -313,7 +643,7 @@ class JobServer:
         if self.process.poll() is None:
             self.process.terminate()
             try:
-                self.process.wait(timeout=2 * POLL_SECONDS + 1)
+                self.process.wait(timeout=GRACE_SECONDS + 2 * POLL_SECONDS)
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
@@ -324,14 +654,17 @@ def start(python: str, log_path: str, owner_pid: int, preload: Sequence[str] = (
     """Start `python -m mscl job-server` (importing `preload`, default `PRELOAD`) and wait for
     its socket; None if it did not come up (the jobs then run in their own processes). It is
     stopped at this process's exit at the latest."""
-    directory = tempfile.mkdtemp(prefix="mscl-jobs-")  # mode 0700: only this user may connect
+    _remove_stale_socket_folders()
+    # mode 0700: only this user may connect. The owner's pid in the name marks it stale once
+    # the owner is gone (a server killed with its owner cannot remove it).
+    directory = tempfile.mkdtemp(prefix=f"{SOCKET_DIR_PREFIX}{owner_pid}-")
     path = os.path.join(directory, "socket")
     os.makedirs(os.path.dirname(os.path.abspath(log_path)), exist_ok=True)
-    with open(log_path, "w") as log:
+    with open(log_path, "w") as log_file:
         # A session of its own: Ctrl-C in the terminal reaches the jobs, which forward it.
         process = subprocess.Popen(
             [python, "-m", "mscl", "job-server", "--socket", path, "--owner-pid", str(owner_pid), *(["--preload", *preload] if preload else [])],
-            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True,
         )
     server = JobServer(path, process)
     atexit.register(server.stop)
@@ -344,11 +677,22 @@ def start(python: str, log_path: str, owner_pid: int, preload: Sequence[str] = (
     return None
 
 
+def _remove_stale_socket_folders() -> None:
+    """Socket folders of servers whose owner is gone (both killed: nobody removed them)."""
+    for folder in glob.glob(os.path.join(tempfile.gettempdir(), f"{SOCKET_DIR_PREFIX}*-*")):
+        owner = os.path.basename(folder)[len(SOCKET_DIR_PREFIX):].split("-", 1)[0]
+        if owner.isdigit() and not alive(int(owner)):
+            shutil.rmtree(folder, ignore_errors=True)
+
+
 def start_for_workflow(enabled: bool, local: bool, isolated_environments: bool, log_path: str, report: Callable[[str], None]) -> JobServer | None:
     """The workflow's onstart: a job server for this run when jobs run here, in this
-    environment (`local` and not `isolated_environments`, i.e. no conda/apptainer), and
-    `enabled`. Exports its socket to the jobs through $MSCL_JOB_SERVER."""
+    environment (`local` and not `isolated_environments`, i.e. no conda/apptainer), on Linux,
+    and `enabled`. Exports its socket to the jobs through $MSCL_JOB_SERVER."""
     if not (enabled and local and not isolated_environments):
+        return None
+    if not sys.platform.startswith("linux"):
+        report("job server: Linux only (it relies on /proc and PR_SET_PDEATHSIG); jobs start their own interpreters")
         return None
     python = shutil.which("python")  # what the jobs' shells run
     if python is None:

@@ -14,9 +14,10 @@ from snakemake.shell import shell as job_shell
 # from the checkout's own src/ (standard library only), whatever environment runs Snakemake.
 sys.path.insert(0, os.path.join(workflow.basedir, "src"))
 from mscl.data.sources import LAYOUTS, SPLIT_LIST_FILES, source_problem, split_folder_problem
-from mscl.interrupt import stop_jobs_on_sigint
+from mscl.interrupt import stop_jobs_on_sigint, tie_jobs_to_this_process
 from mscl.jobserver import start_for_workflow
 from mscl.tuning import UNTRAINED_METHODS, family_of, grid_settings
+from mscl.train.settings import settings_problem
 
 # `kill -INT` on Snakemake alone stops the running jobs too (mscl.interrupt). The running
 # jobs' shells are Snakemake's own bookkeeping (job id -> Popen), read at interrupt time.
@@ -24,6 +25,8 @@ stop_jobs_on_sigint(lambda: [process.pid for process in list(getattr(job_shell, 
 
 
 onstart:
+    # Jobs on this machine stop when this Snakemake process ends, even by SIGKILL (mscl.interrupt).
+    tie_jobs_to_this_process(local=workflow.local_exec)
     # Training jobs fork from one interpreter that imported torch once (mscl.jobserver), when
     # they run on this machine in this environment; each is still its own job and process.
     start_for_workflow(
@@ -99,6 +102,18 @@ def experiment_runs():
     return sorted(runs)
 
 
+def check_training_settings():
+    """training.pretrain/probe and every encoder's overrides hold valid run-spec settings
+    (mscl.train.settings): a wrong key or type stops the run while it is parsed, not in every job."""
+    blocks = [(f"training.{phase}", phase, config["training"][phase]) for phase in ("pretrain", "probe")]
+    blocks += [(f"encoders.{name}.{phase}", phase, encoder[phase]) for name, encoder in config["encoders"].items() for phase in ("pretrain", "probe")]
+    for key, phase, block in blocks:
+        problem = settings_problem(phase, block, key)
+        if problem:
+            raise WorkflowError(f"invalid config key `{key}` in {config_files()}: {problem}. Fix: correct it there (docs/training.md lists every key)")
+
+
+check_training_settings()
 RUNS = experiment_runs()
 # One run's place, shared by its folder, its jobs' logs and benchmarks (run_log,
 # run_benchmark) and the lists of every run's files (every_run).

@@ -49,6 +49,11 @@ def read_source_split(root: Path, split: str) -> pd.DataFrame:
             f"has {len(texts)} lines but {label_path} has {len(labels)}",
             f"use matching {text_path.name} and {label_path.name} files: line i of one describes line i of the other",
         )
+    if texts and not any(line.split() for line in labels):
+        raise InputError(
+            label_path, f"no line holds a label, so every document of split {split!r} would be dropped",
+            f"use the {label_path.name} file of the AAPD release (space-separated subject labels, one line per document)", field=split,
+        )
     return pd.DataFrame({"text": [t.strip() for t in texts], "labels": [sorted(set(line.split())) for line in labels], "source_split": split})
 
 

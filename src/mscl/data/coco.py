@@ -54,10 +54,18 @@ def require_key(record: Any, key: str, path: Path, where: str) -> Any:
     return record[key]
 
 
+def require_id(record: Any, key: str, path: Path, where: str) -> int:
+    """`record[key]` as an integer id, or an InputError naming the key."""
+    value = require_key(record, key, path, where)
+    if isinstance(value, bool) or not isinstance(value, (int, str)) or not str(value).isdigit():
+        raise InputError(path, f"{where} has {key} {str(value)[:40]!r}, not a non-negative integer", "use the official instances_*.json file", field=key)
+    return int(value)
+
+
 def category_vocabulary(data: dict[str, Any], path: Path) -> dict[int, str]:
     """Map category id -> name, ordered by category id."""
     categories = require_key(data, "categories", path, "the file")
-    names = {int(require_key(c, "id", path, "a category")): str(require_key(c, "name", path, "a category")) for c in categories}
+    names = {require_id(c, "id", path, "a category"): str(require_key(c, "name", path, "a category")) for c in categories}
     if not names:
         raise InputError(path, "no categories", "use the official instances_*.json file", field="categories")
     if len(set(names.values())) != len(names):
@@ -67,15 +75,17 @@ def category_vocabulary(data: dict[str, Any], path: Path) -> dict[int, str]:
 
 def labelled_images(data: dict[str, Any], categories: dict[int, str], path: Path) -> tuple[dict[int, str], dict[int, set[int]]]:
     """Return image id -> file_name for every image, and image id -> category ids it is annotated with."""
-    files = {
-        int(require_key(image, "id", path, "an image")): str(require_key(image, "file_name", path, "an image"))
-        for image in require_key(data, "images", path, "the file")
-    }
+    files: dict[int, str] = {}
+    for image in require_key(data, "images", path, "the file"):
+        image_id = require_id(image, "id", path, "an image")
+        if image_id in files:
+            raise InputError(path, f"image id {image_id} appears twice in 'images'", "use the official instances_*.json file", field="id")
+        files[image_id] = str(require_key(image, "file_name", path, "an image"))
     annotated: dict[int, set[int]] = {}
     annotations = require_key(data, "annotations", path, "the file")
     for annotation in tqdm(annotations, desc=f"reading {path.name}", unit="ann", disable=None):
-        image_id = int(require_key(annotation, "image_id", path, "an annotation"))
-        category_id = int(require_key(annotation, "category_id", path, "an annotation"))
+        image_id = require_id(annotation, "image_id", path, "an annotation")
+        category_id = require_id(annotation, "category_id", path, "an annotation")
         if image_id not in files:
             raise InputError(path, f"an annotation refers to image id {image_id}, which is not in 'images'", "use the official instances_*.json file", field="image_id")
         if category_id not in categories:

@@ -102,7 +102,13 @@ def read_index(path: Path) -> str:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as error:
-        raise InputError(path, f"not UTF-8 text ({error})", f"{FIX_UPDATE} to download it again") from error
+        line = data.count(b"\n", 0, error.start) + 1
+        start = data.rfind(b"\n", 0, error.start) + 1
+        field_name = data[start:error.start].partition(b":")[0].decode("ascii", "replace") if data[start:start + 1] not in b" \t" else "a continuation line"
+        raise InputError(
+            path, f"line {line} ({field_name[:40]}) is not UTF-8 text: byte 0x{data[error.start]:02x} at offset {error.start}",
+            f"{FIX_UPDATE} to download it again", field=f"line {line}",
+        ) from error
 
 
 def apt_helper_cat(path: Path) -> bytes:

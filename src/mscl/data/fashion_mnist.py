@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,7 +54,7 @@ from mscl.cli import (
 )
 from mscl.data.manifest import SPLITS, write_dataset
 from mscl.errors import InputError
-from mscl.io import read_maybe_gzipped, sha256_file
+from mscl.io import read_maybe_gzipped, sha256_file, staging_folder
 
 FORMAT = "Fashion-MNIST idx (gzipped) -> 2x2-grid multi-label canvases"
 CLASS_NAMES = ("tshirt_top", "trouser", "pullover", "dress", "coat", "sandal", "shirt", "sneaker", "bag", "ankle_boot")
@@ -209,7 +208,7 @@ def check_options(train: int, test: int, val_fraction: float, canvas_size: int, 
 def publish(staging: Path, out: Path) -> None:
     """Rename the finished staging folder onto `out`, replacing an older output."""
     if out.exists():
-        old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
+        old = staging_folder(out)
         os.replace(out, old / out.name)
         os.replace(staging, out)
         shutil.rmtree(old, ignore_errors=True)
@@ -253,8 +252,7 @@ def prepare(
     counts = {"train": train_canvases, "val": round(val_fraction * train_canvases), "test": test_canvases}
     weights = class_weights(class_exponent)
 
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=out.parent))
+    staging = staging_folder(out)
     try:
         splits, items, distinct_sources = {}, {}, {}
         for split in SPLITS:

@@ -22,9 +22,9 @@ folder beside it and moved into place at the end; a failure leaves no output beh
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
-import tempfile
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,7 +36,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from mscl.errors import InputError
-from mscl.io import write_json, write_text
+from mscl.io import naming_a_full_disk, staging_folder, write_json, write_text
 
 SPLITS = ("train", "val", "test")
 CONTENT_COLUMNS = ("text", "path", "features")
@@ -140,10 +140,7 @@ class ManifestWriter:
         self._writers: dict[str, pq.ParquetWriter] = {}
         self._split_of_id: dict[str, str] = {}
         self._tallies = {name: _SplitTally() for name in SPLITS}
-        self.out_dir.parent.mkdir(parents=True, exist_ok=True)
-        self._staging: Path | None = Path(
-            tempfile.mkdtemp(prefix=f".{self.out_dir.name}.partial-", dir=self.out_dir.parent)
-        )
+        self._staging: Path | None = staging_folder(self.out_dir)
 
     def __enter__(self) -> "ManifestWriter":
         return self
@@ -168,6 +165,10 @@ class ManifestWriter:
             )
         if frame.empty:
             return
+        with naming_a_full_disk(self.out_dir):
+            self._add_rows(split, frame, content)
+
+    def _add_rows(self, split: str, frame: pd.DataFrame, content: str) -> None:
         frame = frame.reset_index(drop=True)
         frame = frame.assign(id=frame["id"].astype(str), labels=frame["labels"].map(lambda ls: [str(x) for x in ls]))
         if content == "features":
@@ -234,11 +235,12 @@ class ManifestWriter:
         seen = sorted(set().union(*(self._tallies[name].frequency for name in SPLITS)))
         vocabulary = self._labels if self._labels is not None else seen
         stats = self._statistics(vocabulary, {**self._info, **dict(info or {})})
-        for writer in self._writers.values():
-            writer.close()
-        self._writers = {}
-        write_text(self._staging / "labels.txt", "".join(f"{label}\n" for label in vocabulary))
-        write_json(self._staging / "stats.json", stats)
+        with naming_a_full_disk(self.out_dir):
+            for writer in self._writers.values():
+                writer.close()
+            self._writers = {}
+            write_text(self._staging / "labels.txt", "".join(f"{label}\n" for label in vocabulary))
+            write_json(self._staging / "stats.json", stats)
         self._publish()
         return stats
 
@@ -279,7 +281,8 @@ class ManifestWriter:
     def abort(self) -> None:
         """Discard everything written so far (no-op after `close`)."""
         for writer in self._writers.values():
-            writer.close()
+            with contextlib.suppress(OSError):  # on a full disk the final flush fails too; the file goes anyway
+                writer.close()
         self._writers = {}
         if self._staging is not None:
             shutil.rmtree(self._staging, ignore_errors=True)
@@ -310,21 +313,46 @@ def write_dataset(
         return writer.close()
 
 
+def rebuild_fix(data_dir: str | Path) -> str:
+    """The fix for a prepared folder that is damaged or was edited by hand."""
+    return f"delete {data_dir} and rerun Snakemake (or the dataset's `python -m mscl prepare-...` command) to prepare it again"
+
+
 def read_split(data_dir: str | Path, split: str, columns: Sequence[str] | None = None) -> pd.DataFrame:
-    """A prepared split (only `columns` when given, e.g. without images' or notes' content)."""
+    """A prepared split (only `columns` when given, e.g. without images' or notes' content),
+    checked: a readable parquet file with `id` and `labels` columns and no repeated id."""
     path = Path(data_dir) / f"{split}.parquet"
     if not path.exists():
         raise InputError(path, "prepared split not found", "run the preprocessing rule for this dataset first")
-    frame = pd.read_parquet(path, columns=None if columns is None else list(columns))
+    try:
+        frame = pd.read_parquet(path, columns=None if columns is None else list(columns))
+    except (pa.ArrowException, OSError) as error:
+        first_line = str(error).splitlines()[0][:200] if str(error) else type(error).__name__
+        raise InputError(path, f"not a readable parquet file ({first_line})", rebuild_fix(data_dir), field=split) from error
+    for column in ("id", "labels"):
+        if column not in frame.columns:
+            raise InputError(path, f"split {split!r} has no {column!r} column (columns: {list(frame.columns)})", rebuild_fix(data_dir), field=column)
+    repeated = frame["id"][frame["id"].duplicated()]
+    if len(repeated):
+        raise InputError(path, f"split {split!r} repeats id {str(repeated.iloc[0])[:40]!r}", rebuild_fix(data_dir), field="id")
     frame["labels"] = frame["labels"].map(list)
     return frame
 
 
 def read_labels(data_dir: str | Path) -> list[str]:
+    """The label vocabulary, checked: not empty, no label twice."""
     path = Path(data_dir) / "labels.txt"
     if not path.exists():
         raise InputError(path, "label vocabulary not found", "run the preprocessing rule for this dataset first")
-    return [line for line in path.read_text(encoding="utf-8").splitlines() if line]
+    labels = [line for line in path.read_text(encoding="utf-8").splitlines() if line]
+    if not labels:
+        raise InputError(path, "the label vocabulary is empty", rebuild_fix(data_dir), field="labels")
+    seen: set[str] = set()
+    for label in labels:
+        if label in seen:
+            raise InputError(path, f"the label vocabulary lists {label[:40]!r} twice", rebuild_fix(data_dir), field="labels")
+        seen.add(label)
+    return labels
 
 
 def read_stats(data_dir: str | Path) -> dict[str, Any]:
@@ -333,4 +361,10 @@ def read_stats(data_dir: str | Path) -> dict[str, Any]:
     path = Path(data_dir) / "stats.json"
     if not path.exists():
         raise InputError(path, "dataset stats not found", "run the preprocessing rule for this dataset first")
-    return json.loads(path.read_text(encoding="utf-8"))
+    try:
+        stats = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise InputError(path, f"not valid JSON ({error})", rebuild_fix(data_dir)) from error
+    if not isinstance(stats, dict):
+        raise InputError(path, "top level is not a JSON object", rebuild_fix(data_dir))
+    return stats

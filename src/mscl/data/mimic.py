@@ -27,8 +27,8 @@ import contextlib
 import itertools
 import logging
 import re
+import shutil
 import sqlite3
-import tempfile
 import zlib
 from collections import Counter
 from dataclasses import dataclass, field
@@ -47,7 +47,7 @@ from mscl.cli import (
 from mscl.data.manifest import SPLITS, ManifestWriter
 from mscl.data.mimic_splits import VERSIONS, load_split_lists
 from mscl.errors import InputError
-from mscl.io import sha256_file
+from mscl.io import sha256_file, staging_folder
 
 log = logging.getLogger(__name__)
 
@@ -555,9 +555,9 @@ def prepare_mimic(
     code_lists, code_counts = read_codes(release, files, listed, code_chunk_rows or CODE_ROWS_PER_NOTE_ROW * chunk_rows)
     codes = admission_label_sets(code_lists, None)
     del code_lists  # free the per-row lists before the notes are streamed
-    out_full.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix=".prepare-mimic-", dir=out_full.parent) as scratch:
-        db = open_spill(Path(scratch))
+    scratch = staging_folder(out_full)  # the notes' spill database, removed at the end
+    try:
+        db = open_spill(scratch)
         try:
             scan = spill_notes(files[release.notes.stem], release.notes, listed, chunk_rows, db)
             scan.counts.update(code_counts)
@@ -572,6 +572,8 @@ def prepare_mimic(
             stats = write_settings(db, plans, len(scan.with_text))
         finally:
             db.close()
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
     for name, setting_stats in stats.items():
         log.info("%s %s: counts %s, dropped %s", version, name, setting_stats["counts"], setting_stats["dropped"])
     return stats

@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 import shutil
 import sys
-import tempfile
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
@@ -22,7 +21,7 @@ from pathlib import Path
 
 from mscl import cli
 from mscl.errors import InputError
-from mscl.io import sha256_file
+from mscl.io import sha256_file, staging_folder
 
 # Where pinned files are downloaded from; a module attribute so tests can point it at a
 # local server.
@@ -171,8 +170,7 @@ def fetch_split_lists(
         raise InputError(None, f"unknown version {version!r}", f"use one of {list(VERSIONS)}", field="--version")
     out_dir = Path(out_dir)
     source_dir = None if source is None else _source_folder(Path(source), version)
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.partial-", dir=out_dir.parent))
+    staging = staging_folder(out_dir)
     try:
         for name, pinned in SOURCES[version].items():
             if source_dir is not None:

@@ -22,7 +22,6 @@ import json
 import math
 import os
 import shutil
-import tempfile
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -33,6 +32,7 @@ import numpy as np
 from mscl import cli
 from mscl.cli import DEMO_KINDS as KINDS  # kind -> (module, generator function, default samples)
 from mscl.errors import InputError
+from mscl.io import staging_folder
 
 # Below this many samples a split or a class would be empty and the parsers would reject it.
 MIN_SAMPLES = 40
@@ -170,8 +170,7 @@ def icd9_chapter_of(code: str, ranges: Sequence[tuple[int, str, str]]) -> int | 
 @contextlib.contextmanager
 def staging_dir(out: Path) -> Iterator[Path]:
     """Yield a temporary sibling of `out`; on success it replaces `out`, on failure it is removed."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
+    tmp = staging_folder(out)
     os.chmod(tmp, 0o755)  # mkdtemp makes 0700; a dataset folder should be readable like any other
     try:
         yield tmp
@@ -180,7 +179,7 @@ def staging_dir(out: Path) -> Iterator[Path]:
         raise
     old = None
     if out.exists():
-        old = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".old", dir=out.parent))
+        old = staging_folder(out)
         os.replace(out, old / out.name)
     os.replace(tmp, out)
     if old is not None:

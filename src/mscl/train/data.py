@@ -25,7 +25,7 @@ from PIL import Image
 from torch import Tensor
 from torch.utils.data import DataLoader, Dataset
 
-from mscl.data.manifest import read_split, read_stats
+from mscl.data.manifest import read_split, read_stats, rebuild_fix
 from mscl.errors import InputError
 from mscl.train.augment import eval_crop, train_crop
 
@@ -77,12 +77,19 @@ CONTENT_COLUMN = {"text": "text", "image": "path", "tabular": "features"}
 
 def load_split(data_dir: str | Path, split: str, vocabulary: Sequence[str], modality: str) -> Split:
     """Read a split; image paths become absolute (stats.json's root), texts stay as they are,
-    features become one float32 tensor [N, F] (unstandardised: see `standardize`)."""
+    features become one float32 tensor [N, F] (unstandardised: see `standardize`).
+
+    Checked against the rest of the folder: features finite, some sample labelled, and
+    labels.txt the vocabulary the manifest was written with (stats.json's label count and the
+    split's out-of-vocabulary occurrences), so that a hand-edited file cannot silently change
+    what a run trains or scores."""
+    path = Path(data_dir) / f"{split}.parquet"
     frame = read_split(data_dir, split)
+    stats = read_stats(data_dir)
     content = CONTENT_COLUMN[modality]
     if content not in frame.columns:
         raise InputError(
-            Path(data_dir) / f"{split}.parquet",
+            path,
             f"the encoder reads {modality} but this manifest has no {content!r} column",
             "pair image encoders with image datasets and text encoders with text datasets",
         )
@@ -90,11 +97,31 @@ def load_split(data_dir: str | Path, split: str, vocabulary: Sequence[str], moda
         items = frame["text"].astype(str).tolist()
     elif modality == "tabular":
         items = torch.from_numpy(np.stack(frame["features"].to_numpy()).astype(np.float32))
+        finite = torch.isfinite(items).all(dim=1)
+        if not finite.all():
+            sample = frame["id"].iloc[int((~finite).nonzero()[0])]
+            raise InputError(path, f"sample {str(sample)[:40]!r} of split {split!r} has a NaN or infinite feature", rebuild_fix(data_dir), field="features")
     else:
-        root = Path(read_stats(data_dir).get("root", "."))
+        root = Path(stats.get("root", "."))
         items = [str(root / path) for path in frame["path"]]
     targets, ignored = multi_hot(frame["labels"].tolist(), vocabulary)
+    check_vocabulary(data_dir, split, stats, len(vocabulary), ignored)
+    if not targets.any():
+        raise InputError(path, f"no sample of split {split!r} has a label of labels.txt", rebuild_fix(data_dir), field="labels")
     return Split(frame["id"].astype(str).tolist(), items, targets, ignored)
+
+
+def check_vocabulary(data_dir: str | Path, split: str, stats: dict, num_labels: int, ignored: int) -> None:
+    """labels.txt must be what the manifest was written with: as many labels as stats.json
+    records, and exactly the split's recorded out-of-vocabulary label occurrences outside it."""
+    recorded = stats.get("splits", {}).get(split, {}).get("out_of_vocabulary_occurrences")
+    if stats.get("num_labels") not in (None, num_labels) or recorded not in (None, ignored):
+        raise InputError(
+            Path(data_dir) / "labels.txt",
+            f"disagrees with the manifest: {num_labels} labels where stats.json records {stats.get('num_labels')}; "
+            f"{ignored} label occurrences of split {split!r} outside it where stats.json records {recorded}",
+            rebuild_fix(data_dir), field="labels",
+        )
 
 
 def standardize(split: Split, train: Split) -> Split:

@@ -65,6 +65,7 @@ from mscl.train.features import extract_features
 from mscl.train.pretrain import encoder_from_spec, load_run_splits
 from mscl.train.runtime import (
     autocast,
+    check_checkpoint,
     load_checkpoint,
     load_trainable_state,
     pick_device,
@@ -430,6 +431,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not weights.is_file():
         raise InputError(weights, "pretrained encoder not found", "run `python -m mscl pretrain` for this spec first")
     check_same_encoder(args.pretrained, spec)
+    check_checkpoint(weights, f"rerun the pretrain job that writes it (delete {args.pretrained} and rerun Snakemake)")
     vocabulary = read_labels(args.data)
     splits = load_run_splits(spec, args.data, vocabulary, SPLITS)
     device = pick_device()

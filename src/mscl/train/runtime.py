@@ -14,6 +14,7 @@ import platform
 import random
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 from typing import Any, ContextManager
 
@@ -134,12 +135,24 @@ def save_checkpoint(path: str | Path, state: dict[str, Any]) -> None:
         torch.save(state, tmp)
 
 
-def load_checkpoint(path: str | Path) -> dict[str, Any]:
+def load_checkpoint(path: str | Path, fix: str = "delete it and rerun") -> dict[str, Any]:
     """torch.load with weights_only=True onto the CPU; a broken file is an InputError."""
+    check_checkpoint(path, fix)
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
     except Exception as error:  # noqa: BLE001 - unpickling errors have many types
-        raise InputError(path, f"cannot load checkpoint ({type(error).__name__}: {error})", "delete it and rerun")
+        first_line = str(error).splitlines()[0][:200] if str(error) else ""
+        raise InputError(path, f"cannot load checkpoint ({type(error).__name__}: {first_line})", fix)
+
+
+def check_checkpoint(path: str | Path, fix: str) -> None:
+    """A cheap check, before any output is written, that `path` is a complete torch.save file:
+    its zip directory, stored at the end, reads (a truncated copy fails here)."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            archive.namelist()
+    except (zipfile.BadZipFile, OSError) as error:
+        raise InputError(path, f"not a complete torch checkpoint ({error})", fix) from error
 
 
 def trainable_state(module: torch.nn.Module) -> dict[str, torch.Tensor]:
