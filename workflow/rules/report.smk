@@ -1,6 +1,18 @@
 # Aggregation: every paper table and figure from the runs' own results (mscl.report).
 
 
+def names_options():
+    """`collect`'s --dataset-names, --encoder-names, --paper-datasets and --paper-encoders for the
+    grid's datasets and encoders (NAMED_DATASETS, NAMED_ENCODERS: tables.smk)."""
+    datasets = sorted({run[0] for run in RUNS})
+    encoders = sorted({run[1] for run in RUNS})
+    options = ["--dataset-names", *(shlex.quote(f"{d}={NAMED_DATASETS[d].display}") for d in datasets)]
+    options += ["--encoder-names", *(shlex.quote(f"{e}={NAMED_ENCODERS[e].display}") for e in encoders)]
+    options += ["--paper-datasets", *(d for d in datasets if NAMED_DATASETS[d].paper)]
+    options += ["--paper-encoders", *(e for e in encoders if NAMED_ENCODERS[e].paper)]
+    return " ".join(options)
+
+
 localrules:
     collect_runs,
     paper_table,
@@ -26,17 +38,19 @@ rule collect_runs:
         + (f" {CHANCE_ROLE}" if chance_outputs("metrics.json") else ""),
         counts=lambda wildcards, input: "--train-counts "
         + " ".join(f"{os.path.basename(os.path.dirname(path))}={path}" for path in input.stats),
+        names=names_options(),
     shell:
-        "python -m mscl collect --metrics {input.metrics} {params.roles} {params.counts} --out {output} > {log} 2>&1"
+        "python -m mscl collect --metrics {input.metrics} {params.roles} {params.counts} {params.names} --out {output} > {log} 2>&1"
 
 
 rule paper_table:
     input:
         runs=rules.collect_runs.output,
     output:
-        tex=report(f"{RESULTS}/tables/{{table}}.tex", caption="../report/tables.rst", category="Tables", subcategory="{table}"),
+        tex=f"{RESULTS}/tables/{{table}}.tex",
         csv=f"{RESULTS}/tables/{{table}}.csv",
         md=f"{RESULTS}/tables/{{table}}.md",
+        html=report(f"{RESULTS}/tables/{{table}}.html", caption="../report/tables.rst", category="Tables", labels={"table": "{table}"}),
     wildcard_constraints:
         table="|".join(t for t in TABLES if t != "cost"),
     conda:
@@ -56,9 +70,10 @@ rule cost_table:
         pretrain=run_benchmarks("pretrain"),
         probe=run_benchmarks("probe"),
     output:
-        tex=report(f"{RESULTS}/tables/cost.tex", caption="../report/tables.rst", category="Tables", subcategory="cost"),
+        tex=f"{RESULTS}/tables/cost.tex",
         csv=f"{RESULTS}/tables/cost.csv",
         md=f"{RESULTS}/tables/cost.md",
+        html=report(f"{RESULTS}/tables/cost.html", caption="../report/tables.rst", category="Tables", labels={"table": "cost"}),
     conda:
         CONDA_ENV
     log:
@@ -74,7 +89,8 @@ rule paper_figure:
         runs=rules.collect_runs.output,
     output:
         pdf=f"{RESULTS}/figures/{{figure}}.pdf",
-        png=report(f"{RESULTS}/figures/{{figure}}.png", caption="../report/figures.rst", category="Figures", subcategory="{figure}"),
+        png=f"{RESULTS}/figures/{{figure}}.png",
+        html=report(f"{RESULTS}/figures/{{figure}}.html", caption="../report/figures.rst", category="Figures", labels={"figure": "{figure}"}),
     wildcard_constraints:
         figure="|".join(FIGURES),
     conda:
