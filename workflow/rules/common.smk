@@ -378,10 +378,10 @@ CLAIM_FILES = [f"{name}.{ext}" for name in CLAIM_TABLES for ext in ("tex", "csv"
 
 
 def all_targets():
-    targets = [f"{RESULTS}/tables/statistics.{ext}" for ext in ("tex", "csv", "md")]
+    targets = [f"{RESULTS}/tables/statistics.{ext}" for ext in ("tex", "csv", "md", "html")]
     if RUNS and config["report"]["artifacts"] == "claim":
         targets += [f"{RESULTS}/claim_check/{name}" for name in CLAIM_FILES]
     elif RUNS:
-        targets += [f"{RESULTS}/tables/{name}.{ext}" for name in TABLES for ext in ("tex", "csv", "md")]
-        targets += [f"{RESULTS}/figures/{name}.{ext}" for name in FIGURES for ext in ("pdf", "png")]
+        targets += [f"{RESULTS}/tables/{name}.{ext}" for name in TABLES for ext in ("tex", "csv", "md", "html")]
+        targets += [f"{RESULTS}/figures/{name}.{ext}" for name in FIGURES for ext in ("pdf", "png", "html")]
     return targets

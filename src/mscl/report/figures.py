@@ -93,7 +93,7 @@ CI_LEVEL = 0.95
 # Fewest seeds for a confidence interval of a paired difference (below: the n is shown instead).
 CI_MIN_SEEDS = 3
 # Characters per line of a wrapped dataset or encoder name under a tick (7 pt).
-TICK_WRAP = 18
+TICK_WRAP = 14
 OUTSIDE_GRID = "outside this configuration's grid"
 
 FigureData = tuple[Figure, pd.DataFrame]
@@ -338,7 +338,7 @@ def improvement_figure(runs: pd.DataFrame, batch_size: int | None = None, split:
             end = (row["ci_high"] if row["mean"] >= 0 else row["ci_low"]) if interval else row["mean"]
             ax.annotate(f"{row['mean']:+.1f}%", (x, end), xytext=(0, 2 if row["mean"] >= 0 else -8), textcoords="offset points", ha="center", fontsize=6)
     ticks = [f"{wrapped(what.dataset(d))}\n{seeds_text(data.loc[data['dataset'] == d, 'seeds'])}" for d in shown]
-    ax.set_xticks(range(len(shown)), ticks)
+    ax.set_xticks(range(len(shown)), ticks, fontsize=6.5)
     ax.set_xlim(-0.5, len(shown) - 0.5)
     ax.axhline(0, color="black", linewidth=0.6)
     ax.set_ylabel("Paired gain over MulSupCon (%)")
@@ -382,7 +382,7 @@ def std_figure(runs: pd.DataFrame, batch_size: int | None = None, split: str = "
     ax = axes[0, 0]
     grouped_bars(ax, data, "dataset", shown, "metric", IMAGE_METRICS, metric_colour, error_column=None)
     ticks = [f"{wrapped(what.dataset(d))}\n{data.loc[data['dataset'] == d, 'method_seeds'].iloc[0]}" for d in shown]
-    ax.set_xticklabels(ticks)
+    ax.set_xticklabels(ticks, fontsize=6.5)
     ax.set_ylabel("Std across methods (points)")
     ax.set_ylim(bottom=0)
     ax.margins(y=0.1)
