@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import itertools
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -186,3 +188,24 @@ def test_no_artifact_of_the_embedded_default_names_a_paper_item_without_its_stan
 def test_the_role_names_in_the_check_are_the_papers():
     # The scan above looks for these; keep them in step with the names the report uses.
     assert all(any(term in name for term in PAPER_TERMS) for name in PAPER_ENCODER_NAMES.values())
+
+
+@pytest.mark.parametrize(
+    ("config", "expected"),
+    [
+        ("config/paper.yaml", "--paper-datasets aapd coco mimic3_50 mimic3_full mimic4_icd10_50 mimic4_icd10_full mimic4_icd9_50 mimic4_icd9_full nuswide voc --paper-encoders llama-3.1-8b plm-icd resnet50 roberta-base "),
+        ("config.yaml", "'resnet8=ResNet-8 (for ResNet-50)' --paper-datasets --paper-encoders --out"),
+    ],
+)
+def test_the_workflow_hands_collect_the_names_and_the_papers_own(tmp_path, config, expected):
+    """Dry run, printing the collect job's command: the config's names and paper status reach it."""
+    from test_workflow import job_env
+
+    result = subprocess.run(
+        [sys.executable, "-m", "snakemake", "-n", "-p", "--workflow-profile", "none", "--configfile", config, "--directory", str(tmp_path), "results/metrics/all_runs.csv"],
+        cwd=REPO, capture_output=True, text=True, env=job_env(),
+    )  # fmt: skip
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-3000:]
+    command = next(line for line in output.splitlines() if "python -m mscl collect" in line)
+    assert expected in command

@@ -141,6 +141,54 @@ def rerun_sentence(record: pd.DataFrame) -> str:
     )
 
 
+IMAGE_LOSSES = ("all", "any", "mulsupcon", "simdissim", "proto", "msc")
+TRAINED_LOSSES = ("all", "any", "mulsupcon", "simdissim")
+
+
+def margin_range(means: pd.Series, datasets: Sequence[str], role: str, losses: Sequence[str], reference: str, metric: str) -> tuple[float, float] | None:
+    """(min, max) over datasets and losses of (loss mean - `reference` mean) in points; None if none."""
+    gaps = []
+    for dataset in datasets:
+        base_role = REFERENCE_ROLE if reference == CHANCE else role
+        base = means.get((dataset, base_role, reference, metric))
+        gaps += [means[(dataset, role, loss, metric)] - base for loss in losses if base is not None and (dataset, role, loss, metric) in means]
+    return (min(gaps), max(gaps)) if gaps else None
+
+
+def span(values: tuple[float, float] | None) -> str:
+    return "" if values is None else f"{values[0]:+.1f} to {values[1]:+.1f}"
+
+
+def facts(reference: pd.DataFrame) -> list[str]:
+    """Sentences on what the shown numbers say, computed from them (the README prose quotes none by hand)."""
+    what = what_ran(reference)
+    means = cell_means(reference)
+    lines = []
+    images = [d for d in ("coco", "voc", "nuswide") if what.ran(d, "resnet")]
+    over_none = margin_range(means, images, "resnet", IMAGE_LOSSES, "none", "map")
+    over_chance = margin_range(means, images, "resnet", IMAGE_LOSSES, CHANCE, "map")
+    if over_none and over_chance:
+        lines.append(
+            f"- **Images:** the contrastive losses' mAP minus the untrained encoder's (No pretraining) is {span(over_none)} points, "
+            f"minus the label prior's {span(over_chance)} points, over {', '.join(what.dataset(d) for d in images)}."
+        )
+    for dataset, role, metric in (("aapd", "roberta", "micro_f1"), ("mimic3_50", "plm_icd", "micro_auc")):
+        gap = margin_range(means, [dataset], role, TRAINED_LOSSES, "none", metric)
+        if gap:
+            lines.append(f"- **{what.dataset(dataset)}:** the four losses' {metric_name(metric)} minus No pretraining's is {span(gap)} points ({what.encoder(role, [dataset])}).")
+    test = reference[(reference["split"] == "test") & (reference["dataset"] == "coco") & (reference["encoder_role"] == "resnet") & (reference["metric"] == "map")]
+    seeds = test.pivot_table(index="seed", columns="loss", values="value")
+    paired = []
+    for other in ("all", "any", "mulsupcon"):
+        if {"simdissim", other} <= set(seeds.columns):
+            diff = (seeds["simdissim"] - seeds[other]).dropna() * 100
+            if len(diff) > 1:
+                paired.append(f"{method_name(other)} {diff.mean():+.1f} ({int((diff > 0).sum())} of {len(diff)} seeds above)")
+    if paired:
+        lines.append(f"- **{what.dataset('coco')}, paired by seed:** Sim-Dissim's mAP minus " + ", ".join(paired) + " points.")
+    return lines
+
+
 def render_block(record: pd.DataFrame) -> str:
     """The README block (between the markers) from a record."""
     reference = record[record["run"] == "reference"]
@@ -169,6 +217,9 @@ def render_block(record: pd.DataFrame) -> str:
         "`tests/test_readme_results.py` checks that this block matches it."
     )
     parts = [intro, "", *lines, ""]
+    said = facts(reference)
+    if said:
+        parts += ["What these numbers say (computed from them):", "", *said, ""]
     rerun = rerun_sentence(record)
     if rerun:
         parts += [rerun, ""]
@@ -190,10 +241,11 @@ def current_block(readme: str | Path) -> str:
     return text[start:end].strip("\n")
 
 
-def write_readme(readme: str | Path, block: str) -> None:
+def readme_with_block(readme: str | Path, block: str) -> str:
+    """The README's text with `block` between its markers (InputError if it has none)."""
     text = Path(readme).read_text(encoding="utf-8")
     start, end = readme_block(text, readme)
-    write_text(readme, text[:start] + "\n" + block + "\n" + text[end:])
+    return text[:start] + "\n" + block + "\n" + text[end:]
 
 
 def git_commit() -> str:
@@ -232,8 +284,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     record = record_frame(load_runs(args.runs), "reference", args.setting, commit, machine)
     if args.rerun:
         record = pd.concat([record, record_frame(load_runs(args.rerun), "rerun", args.rerun_setting, commit, args.rerun_machine or machine)], ignore_index=True)
-    block = render_block(record)
+    text = readme_with_block(args.readme, render_block(record))  # checks the README before anything is written
     write_record(record, args.record)
-    write_readme(args.readme, block)
+    write_text(args.readme, text)
     print(f"readme-results: wrote {args.record} ({len(record)} rows) and the block in {args.readme}")
     return 0
