@@ -131,6 +131,7 @@ def test_lint_passes(tmp_path):
         ("seed=-1", "seed"),
         ("datasets=[imagenet]", "imagenet"),
         ("sources={'voc': {'difficult': 'sometimes'}}", "['voc']['properties']['difficult']"),
+        ("report={'display': {'cocoo': 'COCO-demo'}}", "'cocoo' is not one of"),
     ],
 )
 def test_bad_config_fails_at_parse_time_naming_the_key(tmp_path, override, key):

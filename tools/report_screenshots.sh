@@ -65,7 +65,7 @@ EOF
     # A fresh profile per shot; no network, no first-run or sync machinery.
     "$chromium" --headless --no-sandbox --disable-gpu --disable-background-networking --disable-component-update \
         --disable-sync --no-first-run --hide-scrollbars --user-data-dir="$work/profile-$name" \
-        --window-size=2500,1100 --virtual-time-budget=5000 --screenshot="$out/$name.png" "file://$view" 2> "$work/$name.log" \
+        --window-size=2500,960 --virtual-time-budget=5000 --screenshot="$out/$name.png" "file://$view" 2> "$work/$name.log" \
         || { cat "$work/$name.log" >&2; exit 1; }
     echo "report_screenshots: $out/$name.png ($result)"
 done

@@ -13,6 +13,13 @@ def names_options():
     return " ".join(options)
 
 
+def ran_param(wildcards):
+    """The 'Ran: ...' line of a table's or figure's description in the report (mscl.report.names)."""
+    name = wildcards.get("table") or wildcards.get("figure") or "cost"
+    encoders = {key: (config["encoders"][key]["role"], named) for key, named in NAMED_ENCODERS.items()}
+    return ran_line(name, [(run[0], run[1]) for run in RUNS], NAMED_DATASETS, encoders)
+
+
 localrules:
     collect_runs,
     paper_table,
@@ -60,6 +67,7 @@ rule paper_table:
     params:
         prefix=lambda wildcards, output: os.path.splitext(output.tex)[0],
         batch=batch_size_option,
+        ran=ran_param,
     shell:
         "python -m mscl table {wildcards.table} --runs {input.runs} --out-prefix {params.prefix} "
         "{params.batch} > {log} 2>&1"
@@ -80,6 +88,7 @@ rule cost_table:
         f"{LOGS}/report/table_cost.log",
     params:
         prefix=lambda wildcards, output: os.path.splitext(output.tex)[0],
+        ran=ran_param,
     shell:
         "python -m mscl table cost --benchmarks {input.pretrain} {input.probe} --out-prefix {params.prefix} > {log} 2>&1"
 
@@ -100,6 +109,7 @@ rule paper_figure:
     params:
         prefix=lambda wildcards, output: os.path.splitext(output.pdf)[0],
         batch=batch_size_option,
+        ran=ran_param,
     shell:
         "python -m mscl figure {wildcards.figure} --runs {input.runs} --out-prefix {params.prefix} "
         "{params.batch} > {log} 2>&1"

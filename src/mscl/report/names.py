@@ -161,3 +161,48 @@ class WhatRan:
     def stand_ins(self) -> list[tuple[str, str]]:
         """(dataset, role) pairs that ran on a stand-in dataset or encoder, in order of appearance."""
         return [(dataset, role) for (dataset, role) in self.encoders if role in PAPER_ENCODER_NAMES and not self.is_paper(dataset, role)]
+
+
+# Which datasets and encoder roles each table or figure shows (None: all), for the one-line
+# "Ran: ..." of its description in `snakemake --report` (workflow/report/*.rst).
+_IMAGE = ("coco", "voc", "nuswide")
+_MIMIC_FULL = ("mimic3_full", "mimic4_icd9_full", "mimic4_icd10_full")
+_MIMIC_50 = ("mimic3_50", "mimic4_icd9_50", "mimic4_icd10_50")
+_MIMIC_ROLES = ("roberta", "llama", "plm_icd")
+ARTIFACT_SCOPE: dict[str, tuple[tuple[str, ...] | None, tuple[str, ...] | None]] = {
+    "image": (_IMAGE, ("resnet",)),
+    "aapd": (("aapd",), ("roberta", "llama")),
+    "mimic_full": (_MIMIC_FULL, _MIMIC_ROLES),
+    "mimic_50": (_MIMIC_50, _MIMIC_ROLES),
+    "sota": (("mimic3_full",), ("plm_icd",)),
+    "ablation": (("coco", "aapd"), ("resnet", "roberta")),
+    "paper_vs_run": (None, None),
+    "cost": (None, None),
+    "improvement": (_IMAGE, ("resnet",)),
+    "std": (_IMAGE, ("resnet",)),
+    "text_encoders": (("aapd",), ("roberta", "llama")),
+    "mimic_dotplot": (_MIMIC_FULL + _MIMIC_50, _MIMIC_ROLES),
+    "mimic_heatstrip": (_MIMIC_FULL + _MIMIC_50, _MIMIC_ROLES),
+    "frequency_buckets": (("coco",), ("resnet",)),
+    "batch_size": (("coco",), ("resnet",)),
+}
+
+
+def ran_line(artifact: str, runs: Iterable[tuple[str, str]], datasets: Mapping[str, Named], encoders: Mapping[str, tuple[str, Named]]) -> str:
+    """'Ran: ENCODER on DATASET, ...; ENCODER on ...' for the grid's (dataset, encoder) runs that a
+    table or figure shows (ARTIFACT_SCOPE); `encoders` maps an encoder key to (role, Named).
+    Empty for an artifact drawn from no run (the relations figure, the statistics table)."""
+    if artifact not in ARTIFACT_SCOPE:
+        return ""
+    scope_datasets, scope_roles = ARTIFACT_SCOPE[artifact]
+    shown: dict[str, list[str]] = {}
+    for dataset, encoder in sorted(set(runs)):
+        role = encoders[encoder][0]
+        if (scope_datasets is None or dataset in scope_datasets) and (scope_roles is None or role in scope_roles):
+            names = shown.setdefault(encoders[encoder][1].display, [])
+            if datasets[dataset].display not in names:
+                names.append(datasets[dataset].display)
+    if not shown:
+        return "Ran: nothing of it in this configuration (outside its grid)."
+    return "Ran: " + "; ".join(f"{encoder} on {', '.join(names)}" for encoder, names in shown.items()) + "."
+
