@@ -216,10 +216,10 @@ def test_report_descriptions_name_what_ran_in_each_artifact():
 
     config = load_config("config.yaml")
     datasets, encoders = workflow_names(config)
-    by_key = {key: (config["encoders"][key]["role"], named) for key, named in encoders.items()}
+    roles = {key: encoder["role"] for key, encoder in config["encoders"].items()}
     runs = [(d, e) for block in config["experiments"].values() for d in block["datasets"] for e in block["encoders"]]
-    assert ran_line("image", runs, datasets, by_key) == "Ran: ResNet-8 (for ResNet-50) on COCO-demo (30 glyph classes), NUS-WIDE-demo (30 glyph classes), VOC-demo (30 glyph classes)."
-    assert ran_line("sota", runs, datasets, by_key) == "Ran: MiniLM-L6 + label attention (for PLM-ICD) on MIMIC-III-Full-demo (synthetic notes, 320 codes)."
-    assert ran_line("text_encoders", runs, datasets, by_key).count(" on AAPD-demo") == 2
-    assert ran_line("mimic_full", runs[:1], datasets, by_key) == "Ran: nothing of it in this configuration (outside its grid)."
-    assert ran_line("relations", runs, datasets, by_key) == ""
+    assert ran_line("image", runs, datasets, encoders, roles) == "Ran: ResNet-8 (for ResNet-50) on COCO-demo (30 glyph classes), NUS-WIDE-demo (30 glyph classes), VOC-demo (30 glyph classes)."
+    assert ran_line("sota", runs, datasets, encoders, roles) == "Ran: MiniLM-L6 + label attention (for PLM-ICD) on MIMIC-III-Full-demo (synthetic notes, 320 codes)."
+    assert ran_line("text_encoders", runs, datasets, encoders, roles).count(" on AAPD-demo") == 2
+    assert ran_line("mimic_full", runs[:1], datasets, encoders, roles) == "Ran: nothing of it in this configuration (outside its grid)."
+    assert ran_line("relations", runs, datasets, encoders, roles) == ""

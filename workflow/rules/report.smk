@@ -1,25 +1,6 @@
 # Aggregation: every paper table and figure from the runs' own results (mscl.report).
 
 
-def names_options():
-    """`collect`'s --dataset-names, --encoder-names, --paper-datasets and --paper-encoders for the
-    grid's datasets and encoders (NAMED_DATASETS, NAMED_ENCODERS: tables.smk)."""
-    datasets = sorted({run[0] for run in RUNS})
-    encoders = sorted({run[1] for run in RUNS})
-    options = ["--dataset-names", *(shlex.quote(f"{d}={NAMED_DATASETS[d].display}") for d in datasets)]
-    options += ["--encoder-names", *(shlex.quote(f"{e}={NAMED_ENCODERS[e].display}") for e in encoders)]
-    options += ["--paper-datasets", *(d for d in datasets if NAMED_DATASETS[d].paper)]
-    options += ["--paper-encoders", *(e for e in encoders if NAMED_ENCODERS[e].paper)]
-    return " ".join(options)
-
-
-def ran_param(wildcards):
-    """The 'Ran: ...' line of a table's or figure's description in the report (mscl.report.names)."""
-    name = wildcards.get("table") or wildcards.get("figure") or "cost"
-    encoders = {key: (config["encoders"][key]["role"], named) for key, named in NAMED_ENCODERS.items()}
-    return ran_line(name, [(run[0], run[1]) for run in RUNS], NAMED_DATASETS, encoders)
-
-
 localrules:
     collect_runs,
     paper_table,
@@ -45,7 +26,7 @@ rule collect_runs:
         + (f" {CHANCE_ROLE}" if chance_outputs("metrics.json") else ""),
         counts=lambda wildcards, input: "--train-counts "
         + " ".join(f"{os.path.basename(os.path.dirname(path))}={path}" for path in input.stats),
-        names=names_options(),
+        names=collect_options(RUNS, NAMED_DATASETS, NAMED_ENCODERS),
     shell:
         "python -m mscl collect --metrics {input.metrics} {params.roles} {params.counts} {params.names} --out {output} > {log} 2>&1"
 
@@ -67,7 +48,7 @@ rule paper_table:
     params:
         prefix=lambda wildcards, output: os.path.splitext(output.tex)[0],
         batch=batch_size_option,
-        ran=ran_param,
+        ran=lambda wildcards: ran_line(wildcards.table, RUNS, NAMED_DATASETS, NAMED_ENCODERS, ENCODER_ROLE_OF),
     shell:
         "python -m mscl table {wildcards.table} --runs {input.runs} --out-prefix {params.prefix} "
         "{params.batch} > {log} 2>&1"
@@ -88,7 +69,7 @@ rule cost_table:
         f"{LOGS}/report/table_cost.log",
     params:
         prefix=lambda wildcards, output: os.path.splitext(output.tex)[0],
-        ran=ran_param,
+        ran=ran_line("cost", RUNS, NAMED_DATASETS, NAMED_ENCODERS, ENCODER_ROLE_OF),
     shell:
         "python -m mscl table cost --benchmarks {input.pretrain} {input.probe} --out-prefix {params.prefix} > {log} 2>&1"
 
@@ -109,7 +90,7 @@ rule paper_figure:
     params:
         prefix=lambda wildcards, output: os.path.splitext(output.pdf)[0],
         batch=batch_size_option,
-        ran=ran_param,
+        ran=lambda wildcards: ran_line(wildcards.figure, RUNS, NAMED_DATASETS, NAMED_ENCODERS, ENCODER_ROLE_OF),
     shell:
         "python -m mscl figure {wildcards.figure} --runs {input.runs} --out-prefix {params.prefix} "
         "{params.batch} > {log} 2>&1"

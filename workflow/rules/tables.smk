@@ -1,9 +1,11 @@
 # Aggregation: tables regenerated from the run's own outputs (mscl.data.stats_table, ...).
-from mscl.report.names import ran_line, workflow_names
+from mscl.report.names import collect_options, ran_line, workflow_names
 
 # How tables and figures call each dataset and encoder, and which are the paper's own data and
-# models (mscl.report.names); report.smk hands both to `collect`.
+# models (mscl.report.names); report.smk hands both to `collect` and names what ran in the
+# report's descriptions.
 NAMED_DATASETS, NAMED_ENCODERS = workflow_names(config)
+ENCODER_ROLE_OF = {name: encoder["role"] for name, encoder in config["encoders"].items()}
 
 
 localrules:

@@ -27,9 +27,10 @@ paper's data and models with other settings is compared, and its resolved spec i
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
 # Every dataset setting's plain name: the paper's ten settings, then the claim check's data.
 DATASET_NAMES = {
@@ -188,18 +189,29 @@ ARTIFACT_SCOPE: dict[str, tuple[tuple[str, ...] | None, tuple[str, ...] | None]]
 }
 
 
-def ran_line(artifact: str, runs: Iterable[tuple[str, str]], datasets: Mapping[str, Named], encoders: Mapping[str, tuple[str, Named]]) -> str:
-    """'Ran: ENCODER on DATASET, ...; ENCODER on ...' for the grid's (dataset, encoder) runs that a
-    table or figure shows (ARTIFACT_SCOPE); `encoders` maps an encoder key to (role, Named).
+def collect_options(runs: Iterable[Sequence[Any]], datasets: Mapping[str, Named], encoders: Mapping[str, Named]) -> str:
+    """`python -m mscl collect`'s --dataset-names, --encoder-names, --paper-datasets and
+    --paper-encoders (shell-quoted) for the datasets and encoders of the grid's runs
+    ((dataset, encoder, ...) tuples)."""
+    ran = sorted({run[0] for run in runs}), sorted({run[1] for run in runs})
+    options = ["--dataset-names", *(shlex.quote(f"{d}={datasets[d].display}") for d in ran[0])]
+    options += ["--encoder-names", *(shlex.quote(f"{e}={encoders[e].display}") for e in ran[1])]
+    options += ["--paper-datasets", *(d for d in ran[0] if datasets[d].paper)]
+    options += ["--paper-encoders", *(e for e in ran[1] if encoders[e].paper)]
+    return " ".join(options)
+
+
+def ran_line(artifact: str, runs: Iterable[Sequence[Any]], datasets: Mapping[str, Named], encoders: Mapping[str, Named], roles: Mapping[str, str]) -> str:
+    """'Ran: ENCODER on DATASET, ...; ENCODER on ...' for the grid's runs ((dataset, encoder, ...)
+    tuples) that a table or figure shows (ARTIFACT_SCOPE); `roles` maps an encoder key to its role.
     Empty for an artifact drawn from no run (the relations figure, the statistics table)."""
     if artifact not in ARTIFACT_SCOPE:
         return ""
     scope_datasets, scope_roles = ARTIFACT_SCOPE[artifact]
     shown: dict[str, list[str]] = {}
-    for dataset, encoder in sorted(set(runs)):
-        role = encoders[encoder][0]
-        if (scope_datasets is None or dataset in scope_datasets) and (scope_roles is None or role in scope_roles):
-            names = shown.setdefault(encoders[encoder][1].display, [])
+    for dataset, encoder in sorted({(run[0], run[1]) for run in runs}):
+        if (scope_datasets is None or dataset in scope_datasets) and (scope_roles is None or roles[encoder] in scope_roles):
+            names = shown.setdefault(encoders[encoder].display, [])
             if datasets[dataset].display not in names:
                 names.append(datasets[dataset].display)
     if not shown:
