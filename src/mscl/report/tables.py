@@ -475,7 +475,7 @@ def bold_note(cells: Sequence[ValueCell], scope: str) -> str:
     seeds = {c.seeds for c in cells if is_result(c) and c.record.get("method") != CHANCE}
     if len(seeds) > 1:
         return f"bold: best mean {scope} among the cells with the column's largest n (at least two); cells with fewer seeds are not ranked"
-    return f"bold: best mean {scope}"
+    return f"bold: best mean {scope} (among at least two values)"
 
 
 def not_run_table(name: str, title: str, shows: str, records: pd.DataFrame) -> Table:
