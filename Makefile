@@ -14,7 +14,7 @@ BIN     := $(VENV)/bin
 # Rules run `python -m mscl ...`: put the virtualenv first on PATH for snakemake's jobs.
 SNAKEMAKE := PATH="$(abspath $(BIN)):$$PATH" $(BIN)/snakemake
 
-.PHONY: install demo test dry-run lint bench clean-results claim claim-data claim-publish claim-quick paper-smoke
+.PHONY: install demo test dry-run lint bench clean-results claim claim-data claim-publish claim-quick paper-smoke readme-results
 
 $(BIN)/.installed: requirements.lock.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -64,6 +64,16 @@ claim-publish:
 
 claim-quick: install claim-data
 	$(SNAKEMAKE) --cores $(CORES) --configfile config/claim.yaml config/claim_quick.yaml $(TARGETS)
+
+# The README's demo results block, generated from a finished `make demo` (docs/report.md, section 7):
+# writes docs/results/demo_run.csv and the block between the README's markers. RERUN=path to the
+# all_runs.csv of a rerun of the same commit under another setting (e.g. 2 threads per job) adds
+# how far the numbers moved; RERUN_SETTING says how it was made.
+RERUN ?=
+RERUN_SETTING ?= 2 torch threads per job
+readme-results: install
+	$(BIN)/python -m mscl readme-results --runs results/metrics/all_runs.csv \
+		$(if $(RERUN),--rerun $(RERUN) --rerun-setting "$(RERUN_SETTING)") --record docs/results/demo_run.csv --readme README.md
 
 dry-run: install
 	$(SNAKEMAKE) --cores $(CORES) -n $(TARGETS)

@@ -54,19 +54,26 @@ def mimic_split_lists() -> Path:
     return path
 
 
-def tidy_runs(rows: list[tuple]):
+def tidy_runs(rows: list[tuple], paper: bool = True):
     """Tidy run results (the `collect` format) from (dataset, role, loss, metric, value[, seed[,
-    batch[, split]]]) tuples: synthetic inputs for the table and figure tests."""
+    batch[, split]]]) tuples: synthetic inputs for the table and figure tests.
+
+    paper=True names them as results of the paper's own data and models (paper names, compared
+    with the paper); paper=False as stand-ins ("MS-COCO-demo", "resnet_enc (for ResNet-50)")."""
     import pandas as pd
 
     from mscl.report.collect import RUN_COLUMNS
+    from mscl.report.names import DATASET_NAMES, PAPER_ENCODER_NAMES
 
     records = []
     for row in rows:
         dataset, role, loss, metric, value, *rest = row
         seed, batch, split = (list(rest) + [0, 32, "test"][len(rest) :])[:3]
+        model = PAPER_ENCODER_NAMES.get(role, role)
         records.append(
             {"dataset": dataset, "encoder": f"{role}_enc", "encoder_role": role, "loss": loss, "batch_size": batch,
-             "seed": seed, "split": split, "metric": metric, "value": value}
+             "seed": seed, "split": split, "metric": metric, "value": value,
+             "dataset_display": DATASET_NAMES.get(dataset, dataset) + ("" if paper else "-demo"),
+             "encoder_display": model if paper else f"{role}_enc (for {model})", "paper_dataset": paper, "paper_encoder": paper}
         )
     return pd.DataFrame(records, columns=list(RUN_COLUMNS))

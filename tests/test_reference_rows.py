@@ -156,20 +156,22 @@ def test_image_table_shows_reference_rows_below_the_losses_never_bold(tmp_path):
     csv["best"] = csv["best"].map(str) == "True"
 
     labels = [cells[0] for cells in md_rows(markdown)[2:] if cells[0]]
-    assert labels == ["ALL", "ANY", "MulSupCon", "Sim-Dissim", "Jaccard", "Class proto", "MSC", "*reference rows (not ranked)*", "Chance (label prior)", "No pretraining", "Supervised BCE"]
+    # Loss rows without a result are left out; the references follow under a labelled rule.
+    assert labels == ["ALL", "Sim-Dissim", "*reference rows (not ranked)*", "Chance (label prior)", "No pretraining", "Supervised BCE"]
     assert md_row(markdown, "Sim-Dissim")[0] == "**70.00**"  # best among the losses
-    assert md_row(markdown, "Supervised BCE")[0] == "90.00" and md_row(markdown, "Supervised BCE")[5] == "95.00"  # PASCAL mAP
-    assert md_row(markdown, "Chance (label prior)")[:3] == ["5.00", "missing", "12.00"]  # bs0, kept at --batch-size 64
+    # Columns: MS-COCO micro-F1 and PASCAL mAP (MS-COCO mAP has only the label prior: left out).
+    assert md_row(markdown, "Supervised BCE") == ["90.00", "95.00"]
+    assert md_row(markdown, "Chance (label prior)") == ["5.00", "not run"]  # bs0, kept at --batch-size 64
     assert md_row(markdown, "No pretraining")[0] == "20.00"
     references = csv[csv["method"].isin(["chance", "none", "bce"])]
     assert len(csv) == 63 + 3 * 9 and len(references) == 27 and not references["best"].any()
     assert set(references.loc[references["method"] == "chance", "encoder_role"]) == {"reference"}
     best = csv[csv["best"]]
     assert set(zip(best["method"], best["dataset"], best["metric"])) == {("simdissim", "coco", "micro_f1")}
-    # LaTeX: a rule between MSC and the references, nothing bold below it.
-    tail = latex[latex.index("MSC &") :]
-    assert tail.splitlines()[1] == r"\midrule" and r"\textbf" not in tail.split(r"\bottomrule")[0]
-    assert "rows under the losses: references, never bold" in latex
+    # LaTeX: a rule between the last loss row and the references, nothing bold below it.
+    below = latex[latex.index("Sim-Dissim &") :].split("\n", 1)[1]
+    assert below.splitlines()[0] == r"\midrule" and r"\textbf" not in below.split(r"\bottomrule")[0]
+    assert "reference rows (under the losses, never bold)" in latex
     assert "Chance (label prior) = each label's train frequency" in markdown
 
 
@@ -199,25 +201,27 @@ def test_aapd_mimic_and_ablation_tables_get_their_reference_rows():
         ]
     )
     aapd = tables.to_markdown(tables.build_table("aapd", runs))
-    assert md_row(aapd, "ANY")[0] == "**50.00**" and md_row(aapd, "No pretraining")[:2] == ["30.00", "missing"]
-    assert md_row(aapd, "Chance (label prior)") == ["10.00", "missing", "10.00", "missing"]  # one value per dataset, under both encoders
-    assert md_row(aapd, "Supervised BCE")[3] == "80.00"
+    # RoBERTa micro-F1 and Llama macro-F1 have results; ANY alone in its column is not bold.
+    assert md_row(aapd, "ANY") == ["50.00", "not run"] and md_row(aapd, "No pretraining") == ["30.00", "not run"]
+    assert md_row(aapd, "Chance (label prior)") == ["10.00", "not run"]  # one value per dataset, under each encoder
+    assert md_row(aapd, "Supervised BCE") == ["not run", "80.00"]
 
     mimic = tables.build_table("mimic_full", runs)
     items = [item.title if isinstance(item, tables.BlockTitle) else type(item).__name__ if isinstance(item, tables.Rule) else item[0].text for item in mimic.body]
     plm = items.index("PLM-ICD")
-    assert items[plm + 1 : plm + 5] == ["ALL", "ANY", "MulSupCon", "Ours"]
-    assert items[plm + 5 :] == ["ReferenceRule", "No pretraining", "Rule", "Label prior (no encoder)", "Chance (label prior)"]
-    assert items.count("No pretraining") == 1  # RoBERTa and Llama have no `none` run: no row there
-    best = mimic.records[mimic.records["best"]]
-    assert set(zip(best["method"], best["metric"])) == {("simdissim", "macro_auc")}  # 80 < none's 90, still the best
+    assert items[plm + 1 : plm + 2] == ["Ours"]  # the losses without a result are left out
+    assert items[plm + 2 :] == ["ReferenceRule", "No pretraining", "Rule", "Label prior (no encoder)", "Chance (label prior)"]
+    assert items.count("No pretraining") == 1  # RoBERTa and Llama did not run: no block
+    # Ours is the block's only loss with a result: nothing to be best over, not bold (never beside No pretraining's 90).
+    assert not mimic.records["best"].any()
     markdown = tables.to_markdown(mimic)
-    assert md_row(markdown, "Chance (label prior)")[0] == "50.00" and md_row(markdown, "Chance (label prior)")[4] == "25.00"
+    assert md_row(markdown, "Chance (label prior)") == ["50.00"]  # P@8 has only the label prior's value: column left out
 
     ablation = tables.to_markdown(tables.build_table("ablation", runs))
-    assert "| ✓ | ✗ | **60.00** | missing | missing | missing |" in ablation
-    assert "| No pretraining |  | 40.00 | missing | 30.00 | missing |" in ablation
-    assert "| Chance (label prior) |  | missing | missing | 10.00 | missing |" in ablation
+    # MS-COCO and AAPD micro-F1 have results (the AAPD one from No pretraining alone).
+    assert "| ✓ | ✗ | 60.00 | not run |" in ablation
+    assert "| No pretraining |  | 40.00 | 30.00 |" in ablation
+    assert "| Chance (label prior) |  | not run | 10.00 |" in ablation
 
 
 # ----------------------------------------------------------------------------- figures
@@ -232,7 +236,7 @@ def test_batch_size_and_bucket_figures_draw_a_dashed_chance_line():
     assert sorted(data.loc[data["method"] != "chance", "batch_size"].unique()) == [32, 128]
     dashed = [line for line in figure.axes[0].get_lines() if line.get_linestyle() == "--"]
     assert len(dashed) == 1 and dashed[0].get_ydata()[0] == pytest.approx(10.0)
-    assert not any(line.get_linestyle() == "--" for line in figure.axes[1].get_lines())  # no chance macro-F1
+    assert len(figure.axes) == 1  # no method has a macro-F1 or mAP result: those panels are left out
 
     rows = [("coco", "resnet", "simdissim", "bucket_head_macro_f1", 0.7), ("coco", "resnet", "simdissim", "bucket_tail_macro_f1", 0.6)]
     rows += [("coco", "reference", "chance", "bucket_head_macro_f1", 0.05, 0, 0), ("coco", "reference", "chance", "bucket_tail_macro_f1", 0.0, 0, 0)]

@@ -8,6 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from PIL import Image
+from scipy import stats as scipy_stats
 
 from mscl.errors import InputError
 from mscl.report import figures
@@ -43,21 +44,41 @@ def paper_image_runs() -> pd.DataFrame:
     return tidy_runs([(d, "resnet", m, metric, v / 100) for d, rows in PAPER_IMAGE.items() for m, values in rows.items() for metric, v in zip(("micro_f1", "macro_f1", "map"), values)])
 
 
-def test_improvement_reproduces_the_papers_relative_gains_and_marks_missing(tmp_path):
+def test_improvement_reproduces_the_papers_relative_gains_and_leaves_out_what_did_not_run(tmp_path):
     figure, data = figures.improvement_figure(paper_image_runs())
     coco = data[data["dataset"] == "coco"].set_index("metric")
     # The paper's text: macro-F1 +5.7% and micro-F1 +2.9% on MS-COCO.
     assert round(coco.loc["macro_f1", "mean"], 1) == 5.7 and round(coco.loc["micro_f1", "mean"], 1) == 2.9
     assert coco.loc["micro_f1", "delta"] == pytest.approx(2.07)
-    assert (data.loc[data["dataset"] == "nuswide", "status"] == "missing").all()
-    assert saved_png_size(figure, tmp_path, "improvement") == expected_size(3.4, 2.4)
+    assert (coco["seeds"] == 1).all() and coco["ci_low"].isna().all()  # one seed: no interval
+    assert (data.loc[data["dataset"] == "nuswide", "status"] == "not_run").all()
+    ticks = [t.get_text() for t in figure.axes[0].get_xticklabels()]
+    assert len(ticks) == 2 and all(t.endswith("n = 1") for t in ticks)  # NUS-WIDE left out, every n said
+    assert "the paper's NUS-WIDE" in data.attrs["caption"] and "NUS-WIDE Micro-F1" in " ".join(data.attrs["not_run"])
+    assert saved_png_size(figure, tmp_path, "improvement") == expected_size(3.4, 2.9)
+
+
+def test_improvement_pairs_seeds_and_gives_a_t_interval_from_three_seeds():
+    # Sim-Dissim - MulSupCon per seed: +2, +4, +3 points on a base of 50 -> +4, +8, +6 %.
+    rows = [("coco", "resnet", "mulsupcon", "micro_f1", 0.50, s) for s in (0, 1, 2)]
+    rows += [("coco", "resnet", "simdissim", "micro_f1", v, s) for s, v in ((0, 0.52), (1, 0.54), (2, 0.53))]
+    rows += [("coco", "resnet", "simdissim", "micro_f1", 0.9, 3)]  # seed 3 has no MulSupCon run: not paired
+    rows += [("voc", "resnet", m, "micro_f1", v, 0) for m, v in (("mulsupcon", 0.5), ("simdissim", 0.51))]
+    _, data = figures.improvement_figure(tidy_runs(rows))
+    coco = data.set_index(["dataset", "metric"]).loc[("coco", "micro_f1")]
+    assert coco["seeds"] == 3 and coco["mean"] == pytest.approx(6.0) and coco["delta"] == pytest.approx(3.0)
+    half = scipy_stats.t.ppf(0.975, 2) * 2.0 / math.sqrt(3)  # sample std of 4, 8, 6 is 2
+    assert (coco["ci_low"], coco["ci_high"]) == (pytest.approx(6.0 - half), pytest.approx(6.0 + half))
+    assert (coco["delta_ci_low"], coco["delta_ci_high"]) == (pytest.approx(3.0 - half / 2), pytest.approx(3.0 + half / 2))
+    voc = data.set_index(["dataset", "metric"]).loc[("voc", "micro_f1")]
+    assert voc["seeds"] == 1 and math.isnan(voc["ci_low"])
 
 
 def test_std_figure_gives_the_papers_pascal_spread():
     _, data = figures.std_figure(paper_image_runs())
     voc = data[data["dataset"] == "voc"].set_index("metric")["mean"].round(2).to_dict()
     assert voc == {"micro_f1": 0.58, "macro_f1": 0.64, "map": 0.27}  # paper: 0.58/0.64/0.27
-    assert (data.loc[data["dataset"] == "nuswide", "status"] == "missing").all()
+    assert (data.loc[data["dataset"] == "nuswide", "status"] == "not_run").all()
 
 
 def test_text_encoders_plots_each_encoder_method_and_metric_with_seed_error_bars():
@@ -88,15 +109,24 @@ def test_heatstrip_deltas_against_the_best_baseline(tmp_path):
     assert cell.loc[("mimic3_full", "plm_icd", "macro_f1"), "best_baseline_method"] == "mulsupcon"
     assert cell.loc[("mimic3_full", "roberta", "micro_auc"), "delta"] == pytest.approx(-2.0)
     assert cell.loc[("mimic3_50", "llama", "p_at_k"), "delta"] == pytest.approx(1.0)  # P@5 for Top-50
-    assert cell.loc[("mimic4_icd9_full", "llama", "p_at_k"), "status"] == "missing"
+    assert cell.loc[("mimic4_icd9_full", "llama", "p_at_k"), "status"] == "not_run"
     assert len(data) == 6 * 3 * 5 and (data["status"] == "ok").sum() == 3
     norm = figures.zero_centred_norm(data["delta"])
     assert (norm.vmin, norm.vcenter, norm.vmax) == (pytest.approx(-2.0), 0.0, pytest.approx(3.0))
-    assert saved_png_size(figure, tmp_path, "heatstrip") == expected_size(7.0, 3.6)
+    # Two strips (the settings with a delta), three encoder rows; MIMIC-IV-ICD9-Full (no Ours) left out.
+    assert [ax.get_title() for ax in figure.axes[:2]] == ["MIMIC-III-Full", "MIMIC-III-50"]
+    assert "the paper's MIMIC-IV-ICD10-Full" in data.attrs["caption"] and "MIMIC-IV-ICD9-Full" in data.attrs["caption"]
+    assert saved_png_size(figure, tmp_path, "heatstrip") == expected_size(7.0, 0.3 + 0.3 * 3 + 1.0)
 
 
-def test_dotplot_uses_p_at_8_for_full_and_p_at_5_for_top50():
-    _, data = figures.mimic_dotplot_figure(mimic_runs())
+def test_dotplot_uses_p_at_8_for_full_and_p_at_5_for_top50_and_draws_only_what_ran():
+    figure, data = figures.mimic_dotplot_figure(mimic_runs())
+    # Three settings ran: three panels (a 2 x 2 grid, the fourth blank); the legend names the three encoders and four methods that ran.
+    titles = [ax.get_title() for ax in figure.axes if ax.get_title()]
+    assert titles == ["MIMIC-III-Full (n = 1)", "MIMIC-III-50 (n = 1)", "MIMIC-IV-ICD9-Full (n = 1)"]
+    legend = [text.get_text() for text in figure.legends[0].get_texts()]
+    assert legend == ["ALL", "ANY", "MulSupCon", "Sim-Dissim", "RoBERTa-base", "Llama-3.1-8B + LoRA", "PLM-ICD"]
+    assert all("zoomed" in ax.get_xlabel() for ax in figure.axes if ax.get_title())
     assert len(data) == 6 * 3 * 4 * 5
     keys = data.drop_duplicates(["label_space", "metric_key"]).query("metric == 'p_at_k'").set_index("label_space")["metric_key"].to_dict()
     assert keys == {"full": "p_at_8", "50": "p_at_5"}
@@ -113,9 +143,11 @@ def test_frequency_buckets_plots_head_and_tail_and_names_bucket_sizes():
     values = data.set_index(["method", "bucket"])
     assert values.loc[("simdissim", "head"), "mean"] - values.loc[("mulsupcon", "head"), "mean"] == pytest.approx(1.39)
     assert values.loc[("simdissim", "tail"), "mean"] - values.loc[("mulsupcon", "tail"), "mean"] == pytest.approx(2.95)
-    assert values.loc[("any", "head"), "status"] == "missing"
-    title = figure.axes[0].get_title()
-    assert "23 classes" in title and "57 classes" in title
+    assert values.loc[("any", "head"), "status"] == "not_run"
+    assert [t.get_text() for t in figure.axes[0].get_xticklabels()] == ["Head (23 classes)", "Tail (57 classes)"]
+    assert figure.axes[0].get_ylim()[0] == 0.0  # bars from 0
+    # The legend names the methods drawn, each with its n; ANY did not run.
+    assert [t.get_text() for t in figure.legends[0].get_texts()] == ["ALL (n = 1)", "MulSupCon (n = 1)", "Sim-Dissim (n = 1)"]
 
 
 def test_frequency_buckets_use_the_image_tables_macro_f1_definition():
@@ -139,8 +171,12 @@ def test_batch_size_uses_the_batch_sizes_present_and_the_validation_split(tmp_pa
     assert sorted(data["batch_size"].unique()) == [32, 128]
     ours = data[(data["method"] == "simdissim") & (data["metric"] == "micro_f1")].set_index("batch_size")["mean"]
     assert ours.to_dict() == {32: pytest.approx(53.2), 128: pytest.approx(62.8)}
-    assert (data.loc[data["method"] == "mulsupcon", "status"] == "missing").all()
-    assert saved_png_size(figure, tmp_path, "batch") == expected_size(7.0, 2.5)
+    assert (data.loc[data["method"] == "mulsupcon", "status"] == "not_run").all()
+    # Only micro-F1 ran: one panel; the rest goes to the log (data.attrs["not_run"]), not into the image.
+    assert len(figure.axes) == 1 and not any("missing" in t.get_text() or "not run" in t.get_text() for t in figure.texts)
+    assert "MulSupCon bs32 Micro-F1" in data.attrs["not_run"]
+    assert "zoomed" in figure.axes[0].get_ylabel()
+    assert saved_png_size(figure, tmp_path, "batch") == expected_size(7.0, 2.7)
 
 
 def test_relations_figure_factors_come_from_the_loss_definitions(tmp_path):
@@ -153,21 +189,29 @@ def test_relations_figure_factors_come_from_the_loss_definitions(tmp_path):
     assert saved_png_size(figure, tmp_path, "relations") == expected_size(4.9, 2.9)
 
 
-def test_every_figure_renders_with_no_results_at_all(tmp_path):
+def test_a_figure_with_nothing_to_draw_says_so_in_one_line(tmp_path):
     empty = tidy_runs([])
     for name in figures.FIGURE_NAMES:
         figure, data = figures.build_figure(name, empty)
-        if name != "relations":
-            assert (data["status"] == "missing").all(), name
         width, height = saved_png_size(figure, tmp_path, name)
-        assert width > 500 and height > 400
+        assert width > 500, name
+        if name == "relations":
+            continue
+        assert (data["status"] == "not_run").all(), name
+        texts = [text.get_text() for ax in figure.axes for text in ax.texts]
+        assert len(texts) == 1 and "outside this configuration's grid" in texts[0], name
+        assert not figure.legends and height == round(0.9 * PNG_DPI), name
 
 
-def test_figure_cli_writes_pdf_and_png_and_needs_runs(tmp_path):
+def test_figure_cli_writes_pdf_png_and_a_captioned_page_and_logs_what_did_not_run(tmp_path, capsys):
     runs_csv = tmp_path / "all_runs.csv"
     paper_image_runs().to_csv(runs_csv, index=False)
     prefix = tmp_path / "figures" / "std"
     assert figures.main(["std", "--runs", str(runs_csv), "--out-prefix", str(prefix)]) == 0
     assert prefix.with_suffix(".pdf").exists() and prefix.with_suffix(".png").stat().st_size > 10_000
+    page = prefix.with_suffix(".html").read_text()
+    assert page.startswith("<!DOCTYPE html>") and 'src="data:image/png;base64,' in page
+    assert "Sample standard deviation (ddof 1, in points) across the test means" in page and "Ran: ResNet-50 on MS-COCO, PASCAL." in page
+    assert "NUS-WIDE Micro-F1 (0 methods)" in capsys.readouterr().err  # what did not run: in the job's log
     with pytest.raises(InputError, match="--runs"):
         figures.main(["std", "--out-prefix", str(prefix)])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import json
 import math
 from pathlib import Path
@@ -219,15 +220,23 @@ CAML_NAME = "harmonic mean of macro-P and macro-R (CAML)"
         ("mimic_full", f"Macro-F1: {CAML_NAME}"),
         ("mimic_50", f"Macro-F1: {CAML_NAME}"),
         ("sota", f"Macro-F1: {CAML_NAME}"),
-        ("paper_vs_run", f"Macro-F1 by dataset family: image: {PER_CLASS_NAME}; MIMIC: {CAML_NAME}"),
+        ("paper_vs_run", f"Macro-F1 by dataset family: image and text: {PER_CLASS_NAME}; MIMIC: {CAML_NAME}"),
     ],
 )
 def test_every_table_with_a_macro_f1_column_names_its_definition(name, expected):
-    runs = tidy_runs([("coco", "resnet", "simdissim", "macro_f1", 0.7), ("mimic3_full", "plm_icd", "simdissim", "macro_f1", 0.1)])
+    runs = tidy_runs(
+        [
+            ("coco", "resnet", "simdissim", "macro_f1", 0.7),
+            ("aapd", "roberta", "simdissim", "macro_f1", 0.5),
+            ("mimic3_full", "plm_icd", "simdissim", "macro_f1", 0.1),
+            ("mimic3_50", "plm_icd", "simdissim", "macro_f1", 0.2),
+        ]
+    )
     table = tables.build_table(name, runs)
-    assert expected in table.notes  # Markdown, under the table
-    assert tables.latex_escape(expected) in table.latex_notes  # LaTeX, a note row under \bottomrule
+    assert expected in table.notes  # Markdown and HTML, under the table
+    assert tables.latex_escape(expected) in table.latex_notes  # LaTeX, a note paragraph under the tabular
     assert tables.latex_escape(expected) in tables.to_latex(table)
+    assert expected in tables.to_html(table)
 
 
 def test_tables_without_macro_f1_name_no_definition():
@@ -236,48 +245,74 @@ def test_tables_without_macro_f1_name_no_definition():
     assert not any("Macro-F1" in note for note in no_macro.notes)
 
 
-def test_image_table_mean_std_bold_and_missing_marker():
+def test_image_table_says_every_cells_n_and_never_bolds_fewer_seeds_over_more():
     runs = tidy_runs(
         [
             ("coco", "resnet", "simdissim", "micro_f1", 0.70, 0),
             ("coco", "resnet", "simdissim", "micro_f1", 0.72, 1),
-            ("coco", "resnet", "mulsupcon", "micro_f1", 0.705),
-            ("coco", "resnet", "all", "micro_f1", 0.6),
+            ("coco", "resnet", "mulsupcon", "micro_f1", 0.705, 0),
+            ("coco", "resnet", "mulsupcon", "micro_f1", 0.695, 1),
+            ("coco", "resnet", "proto", "micro_f1", 0.80),  # one seed, higher than every mean: not bold
             ("coco", "resnet", "all", "macro_f1", 0.55),
             ("coco", "resnet", "any", "macro_f1", 0.5),
+            ("voc", "resnet", "all", "micro_f1", 0.6),  # alone in its column: nothing to be best over
         ]
     )
     table = tables.build_table("image", runs)
     markdown, latex, csv = tables.to_markdown(table), tables.to_latex(table), table.records
-    assert md_row(markdown, "Sim-Dissim")[0] == "**71.00 ± 1.4**"  # mean of 70/72, sample std 1.41
-    assert md_row(markdown, "MulSupCon")[0] == "70.50"
-    assert md_row(markdown, "ALL")[:2] == ["60.00", "**55.00**"]
-    assert md_row(markdown, "MSC") == ["missing"] * 9
-    assert r"\textbf{71.00 $\pm$ 1.4}" in latex and "& -- &" in latex
-    assert "--: no result in this run" in latex and "mean ± sample std over 2 seeds" in markdown
-    assert r"\multicolumn{3}{c}{\textbf{MS-COCO}}" in latex and r"\cmidrule(lr){2-4}" in latex
+    # Seed counts differ within the table: every cell names its n.
+    assert md_row(markdown, "Sim-Dissim")[0] == "**71.00 ± 1.4** (n=2)"  # mean of 70/72, sample std 1.41
+    assert md_row(markdown, "MulSupCon")[0] == "70.00 ± 0.7 (n=2)"
+    assert md_row(markdown, "Class proto")[0] == "80.00 (n=1)"
+    assert md_row(markdown, "ALL")[:2] == ["not run", "**55.00** (n=1)"]  # macro-F1: two single-seed cells, ranked
+    assert md_row(markdown, "ALL")[2] == "60.00 (n=1)"  # PASCAL micro-F1: one cell, not bold
+    assert "MSC" not in markdown.split("- ")[0] and "Jaccard" not in markdown.split("- ")[0]  # rows without a result: left out
+    assert r"\textbf{71.00 $\pm$ 1.4}\,{\scriptsize(n=2)}" in latex and "& -- &" in latex
+    assert "--: not run" not in latex and "not run: no result for this cell, which is outside this configuration's grid" in markdown
+    # Columns without any result are left out and named; NUS-WIDE never ran at all.
+    assert "left out, not run in this configuration (outside its grid): columns MS-COCO mAP, PASCAL Macro-F1, PASCAL mAP, the paper's NUS-WIDE; rows Jaccard, MSC" in markdown
+    assert "cells with fewer seeds are not ranked" in markdown
+    assert "n = 2 for 2 cells, n = 1 for 4 cells" in table.caption and "± is the sample standard deviation" in table.caption
+    assert r"\multicolumn{2}{c}{\textbf{MS-COCO}}" in latex and r"\cmidrule(lr){2-3}" in latex
     cell = csv[(csv["method"] == "simdissim") & (csv["dataset"] == "coco") & (csv["metric"] == "micro_f1")].iloc[0]
     assert (cell["mean"], cell["seeds"], cell["best"], cell["status"]) == (pytest.approx(71.0), 2, True, "ok")
     assert cell["std"] == pytest.approx(math.sqrt(2))
-    assert len(csv) == 63 and (csv["status"] == "missing").sum() == 63 - 5
+    proto = csv[(csv["method"] == "proto") & (csv["metric"] == "micro_f1") & (csv["dataset"] == "coco")].iloc[0]
+    assert not proto["best"]
+    assert len(csv) == 63 and (csv["status"] == "not_run").sum() == 63 - 6  # the CSV keeps the paper's whole grid
 
 
-def test_whole_grid_missing_still_renders():
+def test_uniform_seed_counts_are_said_once_in_the_caption():
+    runs = tidy_runs([("aapd", "roberta", m, "micro_f1", v, s) for m, v in (("all", 0.7), ("any", 0.6)) for s in (0, 1, 2)])
+    table = tables.build_table("aapd", runs)
+    assert "Every value is the mean over n = 3 seeds." in table.caption
+    assert "(n=" not in tables.to_markdown(table)
+    single = tables.build_table("aapd", tidy_runs([("aapd", "roberta", "all", "micro_f1", 0.7)]))
+    assert "Every value is one run (n = 1 seed), so no spread is shown." in single.caption
+
+
+def test_a_table_none_of_whose_cells_ran_says_so_in_one_line():
     empty = tidy_runs([])
-    for name in ("image", "aapd", "mimic_full", "mimic_50", "sota", "ablation", "paper_vs_run"):
+    for name in ("image", "aapd", "mimic_full", "mimic_50", "ablation"):
         table = tables.build_table(name, empty)
-        assert tables.to_latex(table).startswith(r"\begin{tabular}")
-        expected = "0 paper cells compared" if name == "paper_vs_run" else "| missing |"
-        assert expected in tables.to_markdown(table)
-    image = tables.build_table("image", empty).records
-    assert (image["status"] == "missing").all() and not image["best"].any()
+        assert tables.to_latex(table).splitlines()[2].startswith(r"\begin{tabular}")
+        assert "Nothing of this table ran in this configuration: every cell is outside its grid." in tables.to_markdown(table)
+        assert (table.records["status"] == "not_run").all() and not table.records["best"].any()
+    assert "this run has none of the paper's result cells" in tables.to_markdown(tables.build_table("paper_vs_run", empty))
+    sota = tables.to_markdown(tables.build_table("sota", empty))
+    assert "GKI-ICD" in sota and "this run" not in md_rows_text(sota)
+
+
+def md_rows_text(markdown: str) -> str:
+    """The table rows of a Markdown table (no caption, no notes)."""
+    return "\n".join(line for line in markdown.splitlines() if line.startswith("|"))
 
 
 def test_ties_on_the_displayed_mean_are_all_bold():
     runs = tidy_runs([("aapd", "roberta", "all", "micro_f1", 0.73231), ("aapd", "roberta", "any", "micro_f1", 0.73229), ("aapd", "roberta", "mulsupcon", "micro_f1", 0.7)])
     markdown = tables.to_markdown(tables.build_table("aapd", runs))
     assert md_row(markdown, "ALL")[0] == md_row(markdown, "ANY")[0] == "**73.23**"
-    assert md_row(markdown, "Sim-Dissim") == ["missing"] * 4
+    assert md_row(markdown, "MulSupCon")[0] == "70.00"
 
 
 def test_mimic_table_bolds_within_each_encoder_block():
@@ -288,23 +323,29 @@ def test_mimic_table_bolds_within_each_encoder_block():
             ("mimic3_full", "plm_icd", "all", "macro_auc", 0.95),
             ("mimic3_full", "plm_icd", "simdissim", "macro_auc", 0.90),
             ("mimic3_full", "plm_icd", "simdissim", "p_at_8", 0.75),
+            ("mimic3_full", "plm_icd", "simdissim", "micro_auc", 0.99),
             ("mimic3_50", "plm_icd", "simdissim", "p_at_5", 0.60),
         ]
     )
     full = tables.build_table("mimic_full", runs)
     best = full.records[full.records["best"]]
-    assert set(zip(best["encoder_role"], best["method"], best["metric"])) == {("roberta", "simdissim", "macro_auc"), ("plm_icd", "all", "macro_auc"), ("plm_icd", "simdissim", "p_at_8")}
+    # P@8 has one value in the PLM-ICD block: nothing to be best over, not bold.
+    assert set(zip(best["encoder_role"], best["method"], best["metric"])) == {("roberta", "simdissim", "macro_auc"), ("plm_icd", "all", "macro_auc")}
     latex = tables.to_latex(full)
-    assert r"\multicolumn{16}{c}{\textbf{PLM-ICD}}" in latex and "P@8" in latex and "Ours" in latex
-    assert r"\multicolumn{2}{c}{AUC}" in latex
+    # Only MIMIC-III-Full's macro/micro-AUC and P@8 have results: 1 + 3 columns; the Llama block is left out.
+    assert r"\multicolumn{4}{c}{\textbf{PLM-ICD}}" in latex and "P@8" in latex and "Ours" in latex
+    assert r"\multicolumn{2}{c}{AUC}" in latex and "Llama" not in latex.split(r"\bottomrule")[0]
+    assert "the paper's blocks Llama-3.1-8B + LoRA" in tables.to_markdown(full)
     fifty = tables.build_table("mimic_50", runs).records
     assert set(fifty["metric"]) == {"macro_auc", "micro_auc", "macro_f1", "micro_f1", "p_at_5"}
     assert fifty.loc[fifty["status"] == "ok", "mean"].tolist() == [pytest.approx(60.0)]
 
 
-def test_sota_table_places_the_run_row_above_the_rule_with_one_decimal():
-    runs = tidy_runs([("mimic3_full", "plm_icd", "simdissim", m, v) for m, v in (("macro_auc", 0.9, ), ("micro_auc", 0.99), ("macro_f1", 0.11), ("micro_f1", 0.631), ("p_at_8", 0.7))])
-    table = tables.build_table("sota", runs)
+SOTA_RUN = [("mimic3_full", "plm_icd", "simdissim", m, v) for m, v in (("macro_auc", 0.9), ("micro_auc", 0.99), ("macro_f1", 0.11), ("micro_f1", 0.631), ("p_at_8", 0.7))]
+
+
+def test_sota_table_places_the_paper_configurations_run_row_above_the_rule_with_one_decimal():
+    table = tables.build_table("sota", tidy_runs(SOTA_RUN))
     labels = [item[0].text if isinstance(item, list) else "RULE" for item in table.body]
     assert labels.index("Sim-Dissim (this run)") == labels.index("Sim-Dissim (paper)") + 1
     assert labels[labels.index("Sim-Dissim (this run)") + 1 :] == ["RULE", "MRR", "AKIL"]
@@ -314,20 +355,33 @@ def test_sota_table_places_the_run_row_above_the_rule_with_one_decimal():
     assert md_row(markdown, "MRR")[1] == "99.5"  # higher than every row above, but not comparable: not bold
     assert md_row(markdown, "Sim-Dissim (paper)")[1] == "**99.4**"
     assert md_row(markdown, "KEPTLongformer")[:2] == ["-", "-"]
-    assert "not strictly comparable" in markdown
+    assert "not strictly comparable" in markdown and "The paper's own data and models" in table.caption
+
+
+def test_sota_table_leaves_a_stand_in_run_out_of_the_published_rows():
+    table = tables.build_table("sota", tidy_runs(SOTA_RUN, paper=False))
+    markdown = tables.to_markdown(table)
+    assert "this run" not in md_rows_text(markdown)
+    assert md_row(markdown, "Sim-Dissim (paper)")[2] == "**12.5**"  # the paper's best macro-F1, not the run's
+    assert any("left out" in note and "MIMIC-III-Full-demo" in note and "plm_icd_enc (for PLM-ICD)" in note for note in table.notes)
+    assert "stand-ins" in table.caption
+    run = table.records[table.records["source"] == "run"]
+    assert len(run) == 5 and not run["best"].any()
 
 
 def test_ablation_table_marks_factors():
-    runs = tidy_runs([("coco", "resnet", "sim", "micro_f1", 0.6722), ("aapd", "roberta", "dissim", "macro_f1", 0.5803)])
+    runs = tidy_runs([("coco", "resnet", "sim", "micro_f1", 0.6722), ("coco", "resnet", "any", "micro_f1", 0.6), ("aapd", "roberta", "dissim", "macro_f1", 0.5803)])
     table = tables.build_table("ablation", runs)
     latex, markdown = tables.to_latex(table), tables.to_markdown(table)
-    assert r"$\checkmark$ & $\times$ & \textbf{67.22} & -- & -- & -- \\" in latex
-    assert r"$\times$ & $\checkmark$ & -- & -- & -- & \textbf{58.03} \\" in latex
-    assert "| ✓ | ✗ | **67.22** | missing | missing | missing |" in markdown
-    assert "| ✗ | ✗ | missing | missing | missing | missing |" in markdown  # ANY: no result
+    # Columns without a result (MS-COCO macro-F1, AAPD micro-F1) are left out.
+    assert r"$\checkmark$ & $\times$ & \textbf{67.22} & -- \\" in latex
+    assert r"$\times$ & $\checkmark$ & -- & 58.03 \\" in latex  # alone in its column: not bold
+    assert "| ✓ | ✗ | **67.22** | not run |" in markdown
+    assert "| ✗ | ✗ | 60.00 | not run |" in markdown
+    assert "Sim-Dissim" not in md_rows_text(markdown)
 
 
-def test_paper_vs_run_lists_deltas_and_counts_lacking_cells():
+def test_paper_vs_run_lists_deltas_of_the_papers_own_data_and_models():
     runs = tidy_runs([("coco", "resnet", "simdissim", "micro_f1", 0.74), ("coco", "resnet", "any", "micro_f1", 0.6480), ("aapd", "roberta", "any", "macro_f1", 0.58)])
     table = tables.build_table("paper_vs_run", runs)
     frame = table.records.set_index("cell")
@@ -338,8 +392,24 @@ def test_paper_vs_run_lists_deltas_and_counts_lacking_cells():
     total = len(frame)
     assert total == 63 + 16 + 16 + 360 + 5  # loss cells of all result tables (SOTA: the paper's own row)
     markdown = tables.to_markdown(table)
-    assert f"{total - 6} of the paper's {total} cells have no result" in markdown
+    assert f"{total - 6} of the paper's {total} loss cells have no result in this run" in markdown
     assert "| results-image | results-image/coco/resnet/simdissim/micro_f1 | 73.40 | 74.00 | +0.60 |" in markdown
+
+
+def test_paper_vs_run_draws_no_delta_for_a_stand_in_run():
+    rows = [("coco", "resnet", "simdissim", "micro_f1", 0.74), ("coco", "resnet", "any", "micro_f1", 0.6480), ("aapd", "roberta", "any", "macro_f1", 0.58)]
+    table = tables.build_table("paper_vs_run", tidy_runs(rows, paper=False))
+    frame = table.records
+    assert (frame["status"] == "stand_in").sum() == 6 and frame["delta"].isna().all()
+    markdown = tables.to_markdown(table)
+    assert "No cell is compared" in table.caption and "+0.60" not in markdown and "74.00" not in markdown
+    assert "| MS-COCO with ResNet-50 | MS-COCO-demo with resnet_enc (for ResNet-50) | 4 | no: stand-in |" in markdown
+    assert "| AAPD with RoBERTa-base | AAPD-demo with roberta_enc (for RoBERTa-base) | 2 | no: stand-in |" in markdown
+    # A run with some cells on the paper's own data and models compares those only.
+    mixed = tidy_runs(rows[:1]).pipe(lambda own: pd.concat([own, tidy_runs(rows[2:], paper=False)], ignore_index=True))
+    partial = tables.build_table("paper_vs_run", mixed)
+    assert set(partial.records.loc[partial.records["status"] == "ok", "cell"].str.split("/").str[1]) == {"coco"}
+    assert "2 further cells of this run are on stand-ins and are not compared" in partial.notes
 
 
 def test_default_batch_size_is_the_one_most_runs_share_and_can_be_overridden():
@@ -348,7 +418,7 @@ def test_default_batch_size_is_the_one_most_runs_share_and_can_be_overridden():
     assert default.loc[(default["method"] == "simdissim") & (default["metric"] == "micro_f1"), "mean"].iloc[0] == pytest.approx(53.0)
     chosen = tables.build_table("image", runs, batch_size=64).records.query("dataset == 'coco'").set_index(["method", "metric"])
     assert chosen.loc[("simdissim", "micro_f1"), "mean"] == pytest.approx(90.0)
-    assert chosen.loc[("all", "micro_f1"), "status"] == "missing"
+    assert chosen.loc[("all", "micro_f1"), "status"] == "not_run"
 
 
 def test_two_encoders_for_one_role_is_an_error():
@@ -356,6 +426,17 @@ def test_two_encoders_for_one_role_is_an_error():
     runs.loc[1, "encoder"] = "other"
     with pytest.raises(InputError, match="map to role 'resnet'"):
         tables.build_table("image", runs)
+
+
+def test_html_table_merges_group_headers_and_carries_caption_and_notes():
+    runs = tidy_runs([("coco", "resnet", m, metric, v) for m, v in (("all", 0.6), ("simdissim", 0.7)) for metric in ("micro_f1", "macro_f1", "map")], paper=False)
+    table = tables.build_table("image", runs)
+    page = tables.to_html(table)
+    assert page.startswith("<!DOCTYPE html>") and "<script" not in page and "http" not in page
+    assert '<th class="group" colspan="3">MS-COCO-demo</th>' in page
+    assert "<strong>70.00</strong>" in page and "Ran: resnet_enc (for ResNet-50) on MS-COCO-demo." in page
+    assert all(html.escape(note) in page for note in table.notes)
+    assert "<h1>Image classification (paper Table results-image)</h1>" in page
 
 
 def write_benchmark(path: Path, rows: list[str]) -> Path:
@@ -385,13 +466,14 @@ def test_cost_table_sums_hours_and_takes_max_rss(tmp_path):
     assert "| probe | coco | resnet_tiny | 1 | n/a | 0.010 | n/a |" in markdown
 
 
-def test_table_cli_writes_three_files_and_needs_runs(tmp_path):
+def test_table_cli_writes_four_files_and_needs_runs(tmp_path):
     runs_csv = tmp_path / "all_runs.csv"
-    tidy_runs([("aapd", "llama", "simdissim", "micro_f1", 0.7561)]).to_csv(runs_csv, index=False)
+    tidy_runs([("aapd", "llama", "simdissim", "micro_f1", 0.7561), ("aapd", "llama", "all", "macro_f1", 0.5)]).to_csv(runs_csv, index=False)
     prefix = tmp_path / "tables" / "aapd"
     assert tables.main(["aapd", "--runs", str(runs_csv), "--out-prefix", str(prefix)]) == 0
     assert "75.61" in prefix.with_suffix(".tex").read_text()
-    assert "missing" in prefix.with_suffix(".md").read_text()
+    assert "not run" in prefix.with_suffix(".md").read_text()
+    assert "75.61" in prefix.with_suffix(".html").read_text()
     assert len(pd.read_csv(prefix.with_suffix(".csv"))) == 16
     with pytest.raises(InputError, match="--runs"):
         tables.main(["image", "--out-prefix", str(prefix)])

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from mscl.__main__ import main as mscl_main
-from mscl.data.stats_table import format_count, parse_dataset_arguments, statistics_frame, write_statistics_table
+from mscl.data.stats_table import CAPTION, TITLE, format_count, latex_escape, parse_dataset_arguments, statistics_frame, write_statistics_table
 from mscl.errors import InputError
 
 # name -> (modality, train, val, test, num_labels, avg_labels)
@@ -21,7 +21,7 @@ STATS = {
     "mimic3_50": ("text", 8_066, 1_573, 1_729, 50, 5.69),
 }
 
-EXPECTED_TEX = r"""\begin{tabular}{@{}lcccccc@{}}
+TABULAR = r"""\begin{tabular}{@{}lcccccc@{}}
 \toprule
 \multicolumn{1}{c}{Dataset} & Train & Val & Test & Total \# labels & Avg \# labels & Paper train / val / test \\
 \midrule
@@ -37,7 +37,7 @@ MIMIC-III-50 & 8,066 & 1,573 & 1,729 & 50 & 5.7 & 8,066 / 1,573 / 1,729 \\
 \end{tabular}
 """
 
-EXPECTED_MD = """| Dataset | Train | Val | Test | Total # labels | Avg # labels | Paper train / val / test |
+TABLE_MD = """| Dataset | Train | Val | Test | Total # labels | Avg # labels | Paper train / val / test |
 |:---|---:|---:|---:|---:|---:|---:|
 | MS-COCO | 82.1k | 20.1k | 20.1k | 80 | 2.9 | 82.0k / 20.2k / 20.2k |
 | my_set | 999 | 1.1k | 1.9k | 7 | 1.0 | - |
@@ -46,6 +46,10 @@ EXPECTED_MD = """| Dataset | Train | Val | Test | Total # labels | Avg # labels 
 | MIMIC-III-Full | 47,723 | 1,631 | 3,372 | 8,692 | 15.7 | 47,723 / 1,631 / 3,372 |
 | MIMIC-III-50 | 8,066 | 1,573 | 1,729 | 50 | 5.7 | 8,066 / 1,573 / 1,729 |
 """
+
+# The tabular under its title (a comment line) with the caption below it; the Markdown under title and caption.
+EXPECTED_TEX = f"% {TITLE}\n" + TABULAR + "\\par\\smallskip\n{\\footnotesize " + latex_escape(CAPTION) + "\\par}\n"
+EXPECTED_MD = f"**{TITLE}.** {CAPTION}\n\n" + TABLE_MD
 
 EXPECTED_CSV = """key,Dataset,Train,Val,Test,Total # labels,Avg # labels,Paper train,Paper val,Paper test
 coco,MS-COCO,82081,20068,20069,80,2.9,82.0k,20.2k,20.2k
@@ -103,7 +107,20 @@ def test_written_files_match_the_hand_written_tables(datasets, tmp_path):
     assert (tmp_path / "tables" / "statistics.tex").read_text() == EXPECTED_TEX
     assert (tmp_path / "tables" / "statistics.md").read_text() == EXPECTED_MD
     assert (tmp_path / "tables" / "statistics.csv").read_text() == EXPECTED_CSV
-    assert sorted(p.name for p in (tmp_path / "tables").iterdir()) == ["statistics.csv", "statistics.md", "statistics.tex"]
+    assert sorted(p.name for p in (tmp_path / "tables").iterdir()) == ["statistics.csv", "statistics.html", "statistics.md", "statistics.tex"]
+    page = (tmp_path / "tables" / "statistics.html").read_text()
+    assert page.startswith("<!DOCTYPE html>") and "<td>82.1k</td>" in page and '<tr class="rule"><td class="l">AAPD</td>' in page
+
+
+def test_names_say_what_ran(datasets, tmp_path):
+    argv = ["stats-table", "--out-prefix", str(tmp_path / "t" / "stats"), "--name", "coco=COCO-demo (30 glyph classes)", "--name", "voc=VOC-demo"]
+    for name, folder in datasets:
+        argv += ["--dataset", f"{name}={folder}"]
+    assert mscl_main(argv) == 0
+    markdown = (tmp_path / "t" / "stats.md").read_text()
+    assert "| COCO-demo (30 glyph classes) | 82.1k |" in markdown and "| VOC-demo | 5.0k |" in markdown and "| AAPD | 37.8k |" in markdown
+    assert "COCO-demo (30 glyph classes)" in (tmp_path / "t" / "stats.html").read_text()
+    assert mscl_main([*argv, "--name", "broken"]) == 1  # not NAME=DISPLAY: an input error
 
 
 def test_cli_writes_the_three_files(datasets, tmp_path):

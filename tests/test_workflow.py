@@ -131,6 +131,7 @@ def test_lint_passes(tmp_path):
         ("seed=-1", "`seed`"),
         ("datasets=[imagenet]", "`datasets.0`"),
         ("sources={'voc': {'difficult': 'sometimes'}}", "`sources.voc.difficult`"),
+        ("report={'display': {'cocoo': 'COCO-demo'}}", "'cocoo' is not one of"),
     ],
 )
 def test_bad_config_fails_at_parse_time_naming_the_key(tmp_path, override, key):
@@ -272,17 +273,28 @@ def test_mini_grid_builds_every_table_figure_and_the_report(tmp_path):
     tables = ["image", "aapd", "mimic_full", "mimic_50", "sota", "ablation", "paper_vs_run", "cost", "statistics"]
     figures = ["improvement", "std", "text_encoders", "mimic_dotplot", "mimic_heatstrip", "frequency_buckets", "batch_size", "relations"]
     for name in tables:
-        for ext in ("tex", "csv", "md"):
+        for ext in ("tex", "csv", "md", "html"):
             assert (tmp_path / "results" / "tables" / f"{name}.{ext}").stat().st_size > 0
     for name in figures:
         assert (tmp_path / "results" / "figures" / f"{name}.png").stat().st_size > 1000
+        assert (tmp_path / "results" / "figures" / f"{name}.html").read_text().startswith("<!DOCTYPE html>")
     image_md = (tmp_path / "results" / "tables" / "image.md").read_text()
-    assert "missing" in image_md  # PASCAL, NUS-WIDE and five methods were not run
+    # Named as config.yaml names them; PASCAL, NUS-WIDE and five methods did not run: left out, said so.
+    assert "Ran: ResNet-8 (for ResNet-50) on COCO-demo (30 glyph classes)." in image_md
+    assert "the paper's PASCAL, the paper's NUS-WIDE" in image_md and "rows ALL, MulSupCon, Jaccard, Class proto, MSC" in image_md
     image_csv = (tmp_path / "results" / "tables" / "image.csv").read_text()
-    assert image_csv.count("missing") > 0 and "ok" in image_csv
+    assert image_csv.count("not_run") > 0 and "ok" in image_csv
+    assert "| COCO-demo (30 glyph classes) |" in (tmp_path / "results" / "tables" / "statistics.md").read_text()
+    assert "No cell is compared" in (tmp_path / "results" / "tables" / "paper_vs_run.md").read_text()
     report = tmp_path / "report.html"
     snakemake(tmp_path, "--configfile", str(config_file), "--report", str(report))
-    assert report.stat().st_size > 10_000
+    text = report.read_text()
+    # Every table and figure is in the report as its HTML page, with its own description.
+    for name in tables:
+        assert f'"results/tables/{name}.html"' in text, name
+    for name in figures:
+        assert f'"results/figures/{name}.html"' in text, name
+    assert "The paper&#x27;s Table results-image, regenerated from this run" in text or "The paper's Table results-image, regenerated from this run" in text
     # The completeness check, asked for by name, fails on this partial grid and says where.
     result = snakemake(tmp_path, "results/complete.txt", "--configfile", str(config_file), check=False)
     assert result.returncode != 0 and not (tmp_path / "results" / "complete.txt").exists()

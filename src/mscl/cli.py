@@ -299,9 +299,10 @@ def _make_demo(parser: argparse.ArgumentParser) -> None:
     )
 
 
-@command("stats-table", description="dataset statistics table (tex/csv/md) from manifests")
+@command("stats-table", description="dataset statistics table (tex/csv/md/html) from manifests")
 def _stats_table(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dataset", action="append", required=True, metavar="NAME=DIR", help="dataset key and prepared folder; repeat per dataset")
+    parser.add_argument("--name", action="append", default=[], metavar="NAME=DISPLAY", help="how the table calls a dataset (default: its plain name); repeat per dataset")
     parser.add_argument("--out-prefix", required=True, type=Path, help="output path without suffix, e.g. results/tables/statistics")
 
 
@@ -416,13 +417,17 @@ def _collect(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--metrics", nargs="+", required=True, metavar="FILE", help="metrics.json of probe (or chance) runs; the run axes come from the spec recorded in each")
     parser.add_argument("--roles", nargs="+", required=True, metavar="ENCODER=ROLE", help=f"paper column of each encoder: {', '.join(REPORT_ROLES)} (chance=reference)")
     parser.add_argument("--train-counts", nargs="*", default=[], metavar="DATASET=STATS_JSON", help="stats.json of datasets that get head/tail bucket metrics")
+    parser.add_argument("--dataset-names", nargs="*", default=[], metavar="DATASET=NAME", help="how tables and figures call each dataset (default: its key)")
+    parser.add_argument("--encoder-names", nargs="*", default=[], metavar="ENCODER=NAME", help="how tables and figures call each encoder (default: its key)")
+    parser.add_argument("--paper-datasets", nargs="*", default=[], metavar="DATASET", help="datasets that are the paper's own, on the real data (mscl.report.names)")
+    parser.add_argument("--paper-encoders", nargs="*", default=[], metavar="ENCODER", help="encoders that are the paper's own models (mscl.report.names)")
     parser.add_argument("--out", required=True, type=Path, help="tidy CSV to write, e.g. results/metrics/all_runs.csv")
 
 
 TABLE_NAMES = ("image", "aapd", "mimic_full", "mimic_50", "sota", "ablation", "paper_vs_run", "cost")
 
 
-@command("table", description="one paper table (tex/csv/md) from the tidy results")
+@command("table", description="one paper table (tex/csv/md/html) from the tidy results")
 def _table(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("name", choices=TABLE_NAMES)
     add_results_arguments(parser, "table", "cost")
@@ -432,7 +437,7 @@ def _table(parser: argparse.ArgumentParser) -> None:
 FIGURE_NAMES = ("improvement", "std", "text_encoders", "mimic_dotplot", "mimic_heatstrip", "frequency_buckets", "batch_size", "relations")
 
 
-@command("figure", description="one paper figure (pdf/png) from the tidy results")
+@command("figure", description="one paper figure (pdf/png/html) from the tidy results")
 def _figure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("name", choices=FIGURE_NAMES)
     add_results_arguments(parser, "figure", "relations")
@@ -447,6 +452,20 @@ def _check_complete(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--runs", type=Path, help="tidy CSV from `python -m mscl collect` (for the figures)")
     parser.add_argument("--figure", action="append", default=[], metavar="NAME[=BATCH]", help=f"a figure to rebuild and check ({', '.join(FIGURE_NAMES)}), at batch size BATCH (default: the figure's own)")
     parser.add_argument("--out", type=Path, help="summary file, written only when nothing is missing")
+
+
+@command("readme-results", doc_of="mscl.report.readme")
+def _readme_results(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--runs", type=Path, help="tidy CSV of the run the block shows (results/metrics/all_runs.csv)")
+    parser.add_argument("--rerun", type=Path, help="tidy CSV of a rerun of the same commit under another setting (threads, oneDNN, CPU)")
+    parser.add_argument("--setting", default="1 torch thread per job", help="how the run was made (default: 1 torch thread per job, the default config's)")
+    parser.add_argument("--rerun-setting", default="2 torch threads per job", help="how the rerun was made (default: 2 torch threads per job)")
+    parser.add_argument("--commit", help="commit the run was made with (default: this checkout's HEAD)")
+    parser.add_argument("--machine", help="machine of the run (default: this one's CPU model and core count)")
+    parser.add_argument("--rerun-machine", help="machine of the rerun (default: --machine)")
+    parser.add_argument("--record", type=Path, default=Path("docs/results/demo_run.csv"), help="the record to write, or to check against (default docs/results/demo_run.csv)")
+    parser.add_argument("--readme", type=Path, default=Path("README.md"), help="README holding the block between its markers (default README.md)")
+    parser.add_argument("--check", action="store_true", help="only check that the README's block is the one the record gives (exit 1 if not)")
 
 
 CLAIM_REFERENCE = "simdissim"

@@ -521,11 +521,11 @@ def claim_train_stats(wildcards, input):
 
 
 def all_targets():
-    targets = [f"{RESULTS}/tables/statistics.{ext}" for ext in ("tex", "csv", "md")]
+    targets = [f"{RESULTS}/tables/statistics.{ext}" for ext in ("tex", "csv", "md", "html")]
     if RUNS and config["report"]["artifacts"] == "claim":
         targets += [f"{RESULTS}/claim_check/data/{name}" for name in CLAIM_DATA]
         targets += [f"{RESULTS}/claim_check/{name}" for name in CLAIM_FILES]
     elif RUNS:
-        targets += [f"{RESULTS}/tables/{name}.{ext}" for name in TABLES for ext in ("tex", "csv", "md")]
-        targets += [f"{RESULTS}/figures/{name}.{ext}" for name in FIGURES for ext in ("pdf", "png")]
+        targets += [f"{RESULTS}/tables/{name}.{ext}" for name in TABLES for ext in ("tex", "csv", "md", "html")]
+        targets += [f"{RESULTS}/figures/{name}.{ext}" for name in FIGURES for ext in ("pdf", "png", "html")]
     return targets

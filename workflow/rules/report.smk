@@ -28,17 +28,19 @@ rule collect_runs:
         + (f" {CHANCE_ROLE}" if chance_outputs("metrics.json") else ""),
         counts=lambda wildcards, input: "--train-counts "
         + " ".join(f"{os.path.basename(os.path.dirname(path))}={path}" for path in input.stats),
+        names=collect_options(RUNS, NAMED_DATASETS, NAMED_ENCODERS),
     shell:
-        "python -m mscl collect --metrics {input.metrics} {params.roles} {params.counts} --out {output} > {log} 2>&1"
+        "python -m mscl collect --metrics {input.metrics} {params.roles} {params.counts} {params.names} --out {output} > {log} 2>&1"
 
 
 rule paper_table:
     input:
         runs=rules.collect_runs.output,
     output:
-        tex=report(f"{RESULTS}/tables/{{table}}.tex", caption="../report/tables.rst", category="Tables", subcategory="{table}"),
+        tex=f"{RESULTS}/tables/{{table}}.tex",
         csv=f"{RESULTS}/tables/{{table}}.csv",
         md=f"{RESULTS}/tables/{{table}}.md",
+        html=report(f"{RESULTS}/tables/{{table}}.html", caption="../report/tables.rst", category="Tables", labels={"table": "{table}"}),
     wildcard_constraints:
         table="|".join(t for t in TABLES if t != "cost"),
     conda:
@@ -48,6 +50,7 @@ rule paper_table:
     params:
         prefix=lambda wildcards, output: os.path.splitext(output.tex)[0],
         batch=batch_size_option,
+        ran=lambda wildcards: ran_line(wildcards.table, RUNS, NAMED_DATASETS, NAMED_ENCODERS, ENCODER_ROLE_OF),
     shell:
         "python -m mscl table {wildcards.table} --runs {input.runs} --out-prefix {params.prefix} "
         "{params.batch} > {log} 2>&1"
@@ -58,15 +61,17 @@ rule cost_table:
         pretrain=run_benchmarks("pretrain"),
         probe=run_benchmarks("probe"),
     output:
-        tex=report(f"{RESULTS}/tables/cost.tex", caption="../report/tables.rst", category="Tables", subcategory="cost"),
+        tex=f"{RESULTS}/tables/cost.tex",
         csv=f"{RESULTS}/tables/cost.csv",
         md=f"{RESULTS}/tables/cost.md",
+        html=report(f"{RESULTS}/tables/cost.html", caption="../report/tables.rst", category="Tables", labels={"table": "cost"}),
     conda:
         CONDA_ENV
     log:
         f"{LOGS}/report/table_cost.log",
     params:
         prefix=lambda wildcards, output: os.path.splitext(output.tex)[0],
+        ran=ran_line("cost", RUNS, NAMED_DATASETS, NAMED_ENCODERS, ENCODER_ROLE_OF),
     shell:
         "python -m mscl table cost --benchmarks {input.pretrain} {input.probe} --out-prefix {params.prefix} > {log} 2>&1"
 
@@ -76,7 +81,8 @@ rule paper_figure:
         runs=rules.collect_runs.output,
     output:
         pdf=f"{RESULTS}/figures/{{figure}}.pdf",
-        png=report(f"{RESULTS}/figures/{{figure}}.png", caption="../report/figures.rst", category="Figures", subcategory="{figure}"),
+        png=f"{RESULTS}/figures/{{figure}}.png",
+        html=report(f"{RESULTS}/figures/{{figure}}.html", caption="../report/figures.rst", category="Figures", labels={"figure": "{figure}"}),
     wildcard_constraints:
         figure="|".join(FIGURES),
     conda:
@@ -86,6 +92,7 @@ rule paper_figure:
     params:
         prefix=lambda wildcards, output: os.path.splitext(output.pdf)[0],
         batch=batch_size_option,
+        ran=lambda wildcards: ran_line(wildcards.figure, RUNS, NAMED_DATASETS, NAMED_ENCODERS, ENCODER_ROLE_OF),
     shell:
         "python -m mscl figure {wildcards.figure} --runs {input.runs} --out-prefix {params.prefix} "
         "{params.batch} > {log} 2>&1"

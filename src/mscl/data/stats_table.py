@@ -1,9 +1,11 @@
 """The paper's Table "Statistics of datasets", regenerated from prepared manifests.
 
 `python -m mscl stats-table --dataset coco=data/coco --dataset aapd=data/aapd ...
---out-prefix results/tables/statistics` reads each folder's stats.json and writes
-`<prefix>.tex` (booktabs tabular, to be \\input into a table float), `<prefix>.csv` (exact
-numbers) and `<prefix>.md`. Rows are grouped like the paper (image datasets, AAPD, MIMIC)
+[--name coco='COCO-demo (30 glyph classes)' ...] --out-prefix results/tables/statistics` reads
+each folder's stats.json and writes `<prefix>.tex` (booktabs tabular, to be \\input into a table
+float, the caption under it), `<prefix>.csv` (exact numbers), `<prefix>.md` and `<prefix>.html`
+(a standalone page for `snakemake --report`). Rows are called by --name (the workflow passes the
+config's names of what ran, `mscl.report.names`), else by the dataset's plain name. Rows are grouped like the paper (image datasets, AAPD, MIMIC)
 with a \\midrule between groups; within a group they keep the command-line order.
 Counts follow the paper's style: image datasets and AAPD in thousands with one decimal and
 "k" (82.0k), MIMIC exactly with thousands separators (47,723).
@@ -20,22 +22,11 @@ from mscl import cli
 from mscl.data.manifest import SPLITS, read_stats
 from mscl.errors import InputError
 from mscl.io import write_text
+from mscl.report import html
+from mscl.report.names import DATASET_NAMES
 
-DISPLAY_NAMES = {
-    "coco": "MS-COCO",
-    "voc": "PASCAL",
-    "nuswide": "NUS-WIDE",
-    "aapd": "AAPD",
-    "mimic3_full": "MIMIC-III-Full",
-    "mimic3_50": "MIMIC-III-50",
-    "mimic4_icd9_full": "MIMIC-IV-ICD9-Full",
-    "mimic4_icd9_50": "MIMIC-IV-ICD9-50",
-    "mimic4_icd10_full": "MIMIC-IV-ICD10-Full",
-    "mimic4_icd10_50": "MIMIC-IV-ICD10-50",
-    "yeast": "Yeast",
-    "debtags": "Debtags",
-    "fashion_mnist": "Fashion-MNIST canvases",
-}
+# Plain dataset names (the workflow passes the names of what ran with --name).
+DISPLAY_NAMES = DATASET_NAMES
 # The paper's printed train / val / test sizes (Table "Statistics of datasets"), shown next to
 # the produced ones: the image and AAPD splits are inferred from these sizes, so a reader can
 # see how close they come (COCO val/test: 20.1k produced vs 20.2k printed).
@@ -58,9 +49,17 @@ COLUMNS = ("Dataset", "Train", "Val", "Test", "Total # labels", "Avg # labels")
 LATEX_SPECIALS = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
 
 
-def display_name(name: str) -> str:
-    """Paper name of a dataset key; unknown keys are shown as given."""
-    return DISPLAY_NAMES.get(name, name)
+TITLE = "Statistics of the prepared datasets (paper Table statistics)"
+CAPTION = (
+    "Samples per split, label vocabulary size and average labels per sample of the datasets this run prepared, "
+    "counted from their manifests. The last column is what the paper prints for the real dataset each row is or stands in for: "
+    "a demo dataset is far smaller by design."
+)
+
+
+def display_name(name: str, names: Mapping[str, str] | None = None) -> str:
+    """The dataset's name in `names` (what ran), else its plain name; unknown keys as given."""
+    return (names or {}).get(name) or DISPLAY_NAMES.get(name, name)
 
 
 def row_group(name: str, stats: Mapping[str, Any]) -> str:
@@ -85,7 +84,7 @@ def stats_field(stats: Mapping[str, Any], key: str, path: Path) -> Any:
     return stats[key]
 
 
-def statistics_frame(datasets: Sequence[tuple[str, str | Path]]) -> pd.DataFrame:
+def statistics_frame(datasets: Sequence[tuple[str, str | Path]], names: Mapping[str, str] | None = None) -> pd.DataFrame:
     """Exact statistics, one row per (name, prepared folder), ordered by group then given order.
 
     Columns: key, group, Dataset, Train, Val, Test, Total # labels, Avg # labels.
@@ -105,7 +104,7 @@ def statistics_frame(datasets: Sequence[tuple[str, str | Path]]) -> pd.DataFrame
             {
                 "key": name,
                 "group": group,
-                "Dataset": display_name(name),
+                "Dataset": display_name(name, names),
                 "Train": int(counts["train"]),
                 "Val": int(counts["val"]),
                 "Test": int(counts["test"]),
@@ -151,15 +150,23 @@ def to_latex(frame: pd.DataFrame) -> str:
         if index and groups[index] != groups[index - 1]:
             lines.append(r"\midrule")
         lines.append(" & ".join(latex_escape(c) for c in cells) + r" \\")
-    lines += [r"\bottomrule", r"\end{tabular}"]
-    return "\n".join(lines) + "\n"
+    lines += [r"\bottomrule", r"\end{tabular}", r"\par\smallskip", rf"{{\footnotesize {latex_escape(CAPTION)}\par}}"]
+    return "\n".join([f"% {TITLE}", *lines]) + "\n"
 
 
 def to_markdown(frame: pd.DataFrame) -> str:
-    """GitHub Markdown table with the paper-style cells."""
-    lines = ["| " + " | ".join((*COLUMNS, PAPER_COLUMN)) + " |", "|" + "|".join([":---"] + ["---:"] * len(COLUMNS)) + "|"]
+    """GitHub Markdown table with the paper-style cells, under its title and caption."""
+    lines = [f"**{TITLE}.** {CAPTION}", ""]
+    lines += ["| " + " | ".join((*COLUMNS, PAPER_COLUMN)) + " |", "|" + "|".join([":---"] + ["---:"] * len(COLUMNS)) + "|"]
     lines += ["| " + " | ".join(cells) + " |" for cells in formatted_cells(frame)]
     return "\n".join(lines) + "\n"
+
+
+def to_html(frame: pd.DataFrame) -> str:
+    """A standalone page for the report (mscl.report.html), a rule between row groups."""
+    groups = list(frame["group"])
+    rules = [index for index in range(1, len(groups)) if groups[index] != groups[index - 1]]
+    return html.page(TITLE, CAPTION, html.simple_table([*COLUMNS, PAPER_COLUMN], formatted_cells(frame), rules_before=rules))
 
 
 def to_csv(frame: pd.DataFrame) -> str:
@@ -172,24 +179,29 @@ def to_csv(frame: pd.DataFrame) -> str:
     return frame[["key", *COLUMNS]].assign(**paper).to_csv(index=False, lineterminator="\n")
 
 
-def parse_dataset_arguments(values: Sequence[str]) -> list[tuple[str, Path]]:
-    """Turn repeated NAME=DIR arguments into (name, folder) pairs; names must be unique."""
+def parse_pairs(values: Sequence[str], flag: str, example: str) -> list[tuple[str, str]]:
+    """Turn repeated KEY=VALUE arguments into (key, value) pairs; keys must be unique."""
     pairs = []
     for value in values:
-        name, sep, folder = value.partition("=")
-        if not sep or not name or not folder:
-            raise InputError(None, f"--dataset {value!r} is not NAME=DIR", "write e.g. --dataset coco=data/prepared/coco", field="--dataset")
-        pairs.append((name, Path(folder)))
-    names = [name for name, _ in pairs]
-    if len(set(names)) != len(names):
-        raise InputError(None, f"a dataset name is given twice in {names}", "give each dataset once", field="--dataset")
+        key, sep, item = value.partition("=")
+        if not sep or not key or not item:
+            raise InputError(None, f"{flag} {value!r} is not NAME=VALUE", f"write e.g. {flag} {example}", field=flag)
+        pairs.append((key, item))
+    keys = [key for key, _ in pairs]
+    if len(set(keys)) != len(keys):
+        raise InputError(None, f"a dataset name is given twice in {keys}", "give each dataset once", field=flag)
     return pairs
 
 
-def write_statistics_table(datasets: Sequence[tuple[str, str | Path]], out_prefix: str | Path) -> pd.DataFrame:
-    """Write <prefix>.tex/.csv/.md atomically (all rendered before any is written); return the frame."""
-    frame = statistics_frame(datasets)
-    rendered = {".tex": to_latex(frame), ".csv": to_csv(frame), ".md": to_markdown(frame)}
+def parse_dataset_arguments(values: Sequence[str]) -> list[tuple[str, Path]]:
+    """Turn repeated NAME=DIR arguments into (name, folder) pairs; names must be unique."""
+    return [(name, Path(folder)) for name, folder in parse_pairs(values, "--dataset", "coco=data/prepared/coco")]
+
+
+def write_statistics_table(datasets: Sequence[tuple[str, str | Path]], out_prefix: str | Path, names: Mapping[str, str] | None = None) -> pd.DataFrame:
+    """Write <prefix>.tex/.csv/.md/.html atomically (all rendered before any is written); return the frame."""
+    frame = statistics_frame(datasets, names)
+    rendered = {".tex": to_latex(frame), ".csv": to_csv(frame), ".md": to_markdown(frame), ".html": to_html(frame)}
     prefix = Path(out_prefix)
     for suffix, text in rendered.items():
         write_text(prefix.with_name(prefix.name + suffix), text)
@@ -199,6 +211,7 @@ def write_statistics_table(datasets: Sequence[tuple[str, str | Path]], out_prefi
 def main(argv: Sequence[str] | None = None) -> int:
     """CLI: `python -m mscl stats-table --dataset NAME=DIR [--dataset ...] --out-prefix PREFIX`."""
     args = cli.parse_args("stats-table", argv)
-    frame = write_statistics_table(parse_dataset_arguments(args.dataset), args.out_prefix)
-    print(f"stats-table: wrote {args.out_prefix}.{{tex,csv,md}} with {len(frame)} datasets")
+    names = dict(parse_pairs(args.name, "--name", "coco='COCO-demo (30 glyph classes)'"))
+    frame = write_statistics_table(parse_dataset_arguments(args.dataset), args.out_prefix, names)
+    print(f"stats-table: wrote {args.out_prefix}.{{tex,csv,md,html}} with {len(frame)} datasets")
     return 0

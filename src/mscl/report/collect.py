@@ -1,14 +1,20 @@
 """Gather every probe's results into one tidy CSV, and read that CSV back for tables and figures.
 
 `python -m mscl collect --metrics FILE... --roles ENCODER=ROLE... [--train-counts DATASET=STATS_JSON...]
---out results/metrics/all_runs.csv`
+[--dataset-names DATASET=NAME...] [--encoder-names ENCODER=NAME...] [--paper-datasets DATASET...]
+[--paper-encoders ENCODER...] --out results/metrics/all_runs.csv`
 
 Each FILE is a probe's metrics.json; the run's axes are read from the run spec recorded in it
 (`spec`: dataset, encoder_name, loss, batch_size, seed), never from its path, which only locates
 the test scores beside it. The CSV has one row per (run, split, metric): columns
 dataset, encoder, encoder_role, loss, batch_size, seed, split, metric, value, with split
 `test` (metrics.json "test") or `val` (metrics.json "val_best"), values as fractions (NaN, which
-the probe writes as null, kept and written as an empty field). For every dataset given in
+the probe writes as null, kept and written as an empty field), then what ran, by name
+(`mscl.report.names`): dataset_display and encoder_display (from --dataset-names and
+--encoder-names; the key itself when not given) and paper_dataset / paper_encoder (true for the
+datasets and encoders listed in --paper-datasets / --paper-encoders: the paper's data and models,
+the only results tables compare with the paper's numbers). The workflow passes all four from the
+config. For every dataset given in
 `--train-counts`, the test split also gets `bucket_head_macro_f1` / `bucket_tail_macro_f1`
 (`mscl.metrics.bucket_macro_f1`, head share 0.6 of the training label instances, in the
 dataset's macro-F1 definition) and the bucket sizes `bucket_head_labels` / `bucket_tail_labels`,
@@ -33,7 +39,7 @@ from __future__ import annotations
 import json
 import math
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -45,9 +51,15 @@ from mscl import cli
 from mscl.errors import InputError
 from mscl.io import atomic_path
 from mscl.metrics import DEFAULT_THRESHOLD, MACRO_F1_CAML, MACRO_F1_DEFINITIONS, bucket_macro_f1, macro_f1_definition, macro_f1_key, macro_f1_variants
+from mscl.report.names import Named, WhatRan
 from mscl.report.style import CHANCE, ENCODER_ROLES, REFERENCE_ROLE, REPORT_ROLES
 
-RUN_COLUMNS = ("dataset", "encoder", "encoder_role", "loss", "batch_size", "seed", "split", "metric", "value")
+# The run's axes and value, then what ran by name (the same for every row of a run).
+AXIS_COLUMNS = ("dataset", "encoder", "encoder_role", "loss", "batch_size", "seed", "split", "metric", "value")
+NAME_COLUMNS = ("dataset_display", "encoder_display", "paper_dataset", "paper_encoder")
+RUN_COLUMNS = (*AXIS_COLUMNS, *NAME_COLUMNS)
+# How the label prior (encoder "chance", role `reference`) is named in tables and figures.
+CHANCE_ENCODER_DISPLAY = "label prior (no encoder)"
 # metrics.json section -> split name in the tidy CSV.
 SPLIT_SECTIONS = {"test": "test", "val_best": "val"}
 HEAD_SHARE = 0.6  # the paper's head bucket: classes holding the top 60% of training instances
@@ -211,8 +223,29 @@ def family_macro_f1(values: dict[str, float], definition: str, split: str, metri
     return values
 
 
+@dataclass(frozen=True)
+class RunNames:
+    """What `collect` records about the names of what ran: display names per dataset and encoder
+    key (the key itself when absent) and the keys that are the paper's own data and models."""
+
+    datasets: Mapping[str, str] = field(default_factory=dict)
+    encoders: Mapping[str, str] = field(default_factory=dict)
+    paper_datasets: frozenset[str] = frozenset()
+    paper_encoders: frozenset[str] = frozenset()
+
+    def columns(self, dataset: str, encoder: str) -> dict[str, Any]:
+        """The NAME_COLUMNS values of a run of `dataset` with `encoder`."""
+        encoder_display = CHANCE_ENCODER_DISPLAY if encoder == CHANCE else self.encoders.get(encoder, encoder)
+        return {
+            "dataset_display": self.datasets.get(dataset, dataset),
+            "encoder_display": encoder_display,
+            "paper_dataset": dataset in self.paper_datasets,
+            "paper_encoder": encoder in self.paper_encoders and encoder != CHANCE,
+        }
+
+
 def run_rows(
-    metrics_path: str | Path, roles: Mapping[str, str], train_counts: Mapping[str, Mapping[str, int]]
+    metrics_path: str | Path, roles: Mapping[str, str], train_counts: Mapping[str, Mapping[str, int]], names: RunNames | None = None
 ) -> list[dict[str, Any]]:
     """The tidy rows of one probe run."""
     document = read_metrics_json(metrics_path)
@@ -225,7 +258,7 @@ def run_rows(
             field="--roles",
         )
     definition = macro_f1_definition(axes["dataset"], metrics_path)
-    base = {**axes, "encoder_role": roles[axes["encoder"]]}
+    base = {**axes, "encoder_role": roles[axes["encoder"]], **(names or RunNames()).columns(axes["dataset"], axes["encoder"])}
     rows = []
     for section, split in SPLIT_SECTIONS.items():
         values = family_macro_f1(numeric_metrics(document.get(section) or {}), definition, split, metrics_path)
@@ -239,11 +272,12 @@ def collect_runs(
     metrics_paths: Sequence[str | Path],
     roles: Mapping[str, str],
     train_counts: Mapping[str, Mapping[str, int]] | None = None,
+    names: RunNames | None = None,
 ) -> pd.DataFrame:
     """One tidy frame (RUN_COLUMNS) of all runs, sorted by every axis for a stable file."""
-    rows = [row for path in metrics_paths for row in run_rows(path, roles, train_counts or {})]
+    rows = [row for path in metrics_paths for row in run_rows(path, roles, train_counts or {}, names)]
     frame = pd.DataFrame(rows, columns=list(RUN_COLUMNS))
-    keys = [c for c in RUN_COLUMNS if c != "value"]
+    keys = [c for c in AXIS_COLUMNS if c != "value"]
     duplicated = frame.duplicated(keys)
     if duplicated.any():
         first = frame.loc[duplicated].iloc[0]
@@ -265,11 +299,31 @@ def load_runs(path: str | Path) -> pd.DataFrame:
     path = Path(path)
     if not path.exists():
         raise InputError(path, "results file not found", "run `python -m mscl collect` first", field="--runs")
-    frame = pd.read_csv(path, dtype={"dataset": str, "encoder": str, "encoder_role": str, "loss": str, "split": str, "metric": str})
+    text = {c: str for c in ("dataset", "encoder", "encoder_role", "loss", "split", "metric", "dataset_display", "encoder_display")}
+    frame = pd.read_csv(path, dtype=text, keep_default_na=False, na_values={"value": ["", "NaN", "nan"]})
     missing = [c for c in RUN_COLUMNS if c not in frame.columns]
     if missing:
         raise InputError(path, f"column {missing[0]!r} is missing", "regenerate it with `python -m mscl collect`", field=missing[0])
+    for column in ("paper_dataset", "paper_encoder"):
+        if frame[column].dtype != bool:
+            values = frame[column].astype(str).str.lower()
+            if not values.isin(["true", "false"]).all():
+                raise InputError(path, f"column {column!r} holds {sorted(set(values) - {'true', 'false'})[:3]}, not True/False", "regenerate it with `python -m mscl collect`", field=column)
+            frame[column] = values == "true"
     return frame[list(RUN_COLUMNS)]
+
+
+def what_ran(runs: pd.DataFrame) -> WhatRan:
+    """The names and paper status recorded in the tidy runs (mscl.report.names.WhatRan)."""
+    result = WhatRan()
+    columns = ["dataset", "encoder_role", "encoder", *NAME_COLUMNS]
+    for row in runs[columns].drop_duplicates().itertuples(index=False):
+        result.datasets.setdefault(row.dataset, Named(row.dataset_display, bool(row.paper_dataset)))
+        named = result.encoders.setdefault((row.dataset, row.encoder_role), [])
+        encoder = Named(row.encoder_display, bool(row.paper_encoder))
+        if encoder not in named:
+            named.append(encoder)
+    return result
 
 
 def default_batch_sizes(runs: pd.DataFrame) -> dict[tuple[str, str], int]:
@@ -384,7 +438,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = cli.parse_args("collect", argv)
     roles = parse_roles(args.roles)
     counts = {name: read_train_counts(path) for name, path in parse_pairs(args.train_counts, "--train-counts", "coco=data/processed/coco/stats.json").items()}
-    frame = collect_runs(args.metrics, roles, counts)
+    names = RunNames(
+        datasets=parse_pairs(args.dataset_names, "--dataset-names", "coco='COCO-demo (30 glyph classes)'"),
+        encoders=parse_pairs(args.encoder_names, "--encoder-names", "resnet8='ResNet-8 (for ResNet-50)'"),
+        paper_datasets=frozenset(args.paper_datasets),
+        paper_encoders=frozenset(args.paper_encoders),
+    )
+    frame = collect_runs(args.metrics, roles, counts, names)
     write_runs(frame, args.out)
     print(f"collect: wrote {args.out} with {len(frame)} rows from {len(args.metrics)} runs")
     return 0

@@ -36,8 +36,8 @@ from mscl import cli
 from mscl.errors import InputError
 from mscl.io import write_text
 
-# Statuses of a cell or plotted item that has no result: `missing` (tables and figures), and
-# `not_run`, the name a reworked report may give it.
+# Statuses of a cell or plotted item that has no result: `not_run` (tables: outside the run's
+# grid) and `missing` (a figure's item whose runs are absent).
 ABSENT = ("missing", "not_run")
 # Statuses whose cell holds this run's number (`stand_in`: a run on stand-in data or models).
 PRESENT = ("ok", "stand_in")
