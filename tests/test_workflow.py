@@ -131,7 +131,7 @@ def test_lint_passes(tmp_path):
         ("seed=-1", "`seed`"),
         ("datasets=[imagenet]", "`datasets.0`"),
         ("sources={'voc': {'difficult': 'sometimes'}}", "`sources.voc.difficult`"),
-        ("report={'display': {'cocoo': 'COCO-demo'}}", "'cocoo' is not one of"),
+        ("report={'display': {'cocoo': 'COCO-demo'}}", "`report.display`"),
     ],
 )
 def test_bad_config_fails_at_parse_time_naming_the_key(tmp_path, override, key):
