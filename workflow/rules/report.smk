@@ -42,7 +42,7 @@ rule paper_table:
         md=f"{RESULTS}/tables/{{table}}.md",
         html=report(f"{RESULTS}/tables/{{table}}.html", caption="../report/tables.rst", category="Tables", labels={"table": "{table}"}),
     wildcard_constraints:
-        table="|".join(t for t in TABLES if t != "cost"),
+        table="|".join(t for t in TABLE_NAMES if t != "cost"),
     conda:
         CONDA_ENV
     log:
@@ -84,7 +84,7 @@ rule paper_figure:
         png=f"{RESULTS}/figures/{{figure}}.png",
         html=report(f"{RESULTS}/figures/{{figure}}.html", caption="../report/figures.rst", category="Figures", labels={"figure": "{figure}"}),
     wildcard_constraints:
-        figure="|".join(FIGURES),
+        figure="|".join(FIGURE_NAMES),
     conda:
         CONDA_ENV
     log:
@@ -103,10 +103,10 @@ rule paper_figure:
 # (mscl.report.complete) and exists only if so.
 rule check_complete:
     input:
-        tables=[f"{RESULTS}/tables/{name}.csv" for name in TABLES if name != "cost"],
+        tables=[f"{RESULTS}/tables/{name}.csv" for name in TABLE_NAMES if name != "cost"],
         statistics=rules.statistics_table.output.csv,
         runs=rules.collect_runs.output,
-        figures=[f"{RESULTS}/figures/{name}.png" for name in FIGURES],
+        figures=[f"{RESULTS}/figures/{name}.png" for name in FIGURE_NAMES],
     output:
         f"{RESULTS}/complete.txt",
     conda:
@@ -115,7 +115,7 @@ rule check_complete:
         f"{LOGS}/report/check_complete.log",
     params:
         datasets=" ".join(config["datasets"]),
-        figures=" ".join(f"--figure {name}" + (f"={size}" if (size := report_batch_size(name)) else "") for name in FIGURES),
+        figures=" ".join(f"--figure {name}" + (f"={size}" if (size := report_batch_size(name)) else "") for name in FIGURE_NAMES),
     shell:
         "python -m mscl check-complete --tables {input.tables} --statistics {input.statistics} --datasets {params.datasets} "
         "--runs {input.runs} {params.figures} --out {output} > {log} 2>&1"
@@ -127,7 +127,7 @@ rule claim_export:
         selections=claim_selections(),
         stats=expand(f"{PROCESSED}/{{dataset}}/stats.json", dataset=sorted({run[0] for run in RUNS})),
     output:
-        [f"{RESULTS}/claim_check/data/{name}" for name in CLAIM_DATA],
+        [f"{RESULTS}/claim_check/data/{name}" for name in CLAIM_DATA_FILES],
     conda:
         CONDA_ENV
     log:
@@ -143,7 +143,7 @@ rule claim_export:
 
 rule claim_report:
     input:
-        [f"{RESULTS}/claim_check/data/{name}" for name in CLAIM_DATA],
+        [f"{RESULTS}/claim_check/data/{name}" for name in CLAIM_DATA_FILES],
     output:
         [
             report(f"{RESULTS}/claim_check/{name}", caption="../report/claim.rst", category="Claim check")

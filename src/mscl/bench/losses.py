@@ -40,7 +40,7 @@ OVERHEAD_LOSSES = ("any", "mulsupcon", "simdissim")
 OVERVIEW_LOSSES = (*LOSS_NAMES, "simdissim:literal", "any:csr", "simdissim:csr")
 OVERHEAD_GOAL = 1.5  # loss / feature-only
 SIMDISSIM_GOAL = 1.10  # simdissim / any
-# The label tensors the bookkeeping table times, by --forms name (mscl.cli.LABEL_FORM_NAMES).
+# The label tensors the bookkeeping table times, by --forms name (mscl.defaults.LABEL_FORM_NAMES).
 LABEL_FORMS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "dense": lambda labels: labels,
     "csr": lambda labels: labels.to_sparse_csr(),

@@ -18,7 +18,7 @@ from typing import Any, Sequence
 import pandas as pd
 
 from mscl import cli
-from mscl.cli import AAPD_FRACTIONS as DEFAULT_FRACTIONS
+from mscl.defaults import AAPD_FRACTIONS as DEFAULT_FRACTIONS
 from mscl.data.manifest import SPLITS, write_dataset
 from mscl.data.splitting import check_fractions, fractional_split
 from mscl.errors import InputError

@@ -58,7 +58,7 @@ from typing import Any, Iterator, Sequence
 import pandas as pd
 
 from mscl import cli
-from mscl.cli import (
+from mscl.defaults import (
     DEBTAGS_EXCLUDED_FACETS as DEFAULT_EXCLUDED_FACETS,
     DEBTAGS_FRACTIONS as DEFAULT_FRACTIONS,
     DEBTAGS_MIN_COUNT as DEFAULT_MIN_COUNT,

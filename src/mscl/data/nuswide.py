@@ -27,7 +27,7 @@ import pandas as pd
 from tqdm import tqdm
 
 from mscl import cli
-from mscl.cli import NUSWIDE_FRACTIONS as DEFAULT_FRACTIONS
+from mscl.defaults import NUSWIDE_FRACTIONS as DEFAULT_FRACTIONS
 from mscl.data.images import require_path, screen_images
 from mscl.data.manifest import write_dataset
 from mscl.data.splitting import check_fractions, fractional_split

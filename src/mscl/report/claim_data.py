@@ -40,6 +40,7 @@ import numpy as np
 from mscl import cli
 from mscl.errors import InputError
 from mscl.io import write_text
+from mscl.layout import CLAIM_DATA_FILES
 from mscl.metrics import bucket_macro_f1, head_tail_split, macro_f1_definition, macro_f1_key, per_label_auc_and_ap
 from mscl.report.collect import HEAD_SHARE, read_metrics_json, read_test_scores, read_train_counts
 
@@ -51,7 +52,6 @@ CONVERGENCE_COLUMNS = ("dataset", "method", "seed", "epoch", "val_map_readout", 
 TUNING_COLUMNS = ("dataset", "method", "batch_size", "setting", "seed", "metric", "value", "chosen")
 PROBE_COLUMNS = ("dataset", "method", "seed", "best_epoch", "epochs", "commit")
 SPLIT_SECTIONS = {"val": "val_best", "test": "test"}
-FILES = ("runs.csv", "batch_size.csv", "buckets.csv", "convergence.csv", "tuning.csv", "probes.csv")
 
 
 # ----------------------------------------------------------------------------- reading
@@ -178,7 +178,7 @@ def sort_key(row: Mapping[str, Any]) -> tuple:
 
 
 def export(metrics_paths: Sequence[Path], selections: Sequence[Path], train_stats: Mapping[str, Path], out_dir: Path, allow_mixed_commits: bool = False) -> dict[str, int]:
-    """Write FILES into out_dir; return the row count of each."""
+    """Write CLAIM_DATA_FILES (mscl.layout) into out_dir; return the row count of each."""
     runs = [read_run(Path(path)) for path in metrics_paths]
     if not runs:
         raise InputError(None, "no runs given", "pass every test run's probe metrics.json with --metrics", field="--metrics")
@@ -204,8 +204,8 @@ def export(metrics_paths: Sequence[Path], selections: Sequence[Path], train_stat
         "probes.csv": (sorted(({"dataset": r["dataset"], "method": r["loss"], "seed": r["seed"], **r["probe"], "commit": r["commit"]} for r in main), key=sort_key), PROBE_COLUMNS),
     }
     out_dir.mkdir(parents=True, exist_ok=True)
-    for name, (rows, columns) in tables.items():
-        write_text(out_dir / name, csv_text(rows, columns))
+    for name in CLAIM_DATA_FILES:
+        write_text(out_dir / name, csv_text(*tables[name]))
     if len(commits) > 1:
         print(f"claim-export: WARNING: the runs come from {len(commits)} commits {commits} (--allow-mixed-commits)", file=sys.stderr)
     return {name: len(rows) for name, (rows, _) in tables.items()}

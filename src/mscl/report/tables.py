@@ -50,7 +50,7 @@ from typing import Any, Callable, Sequence
 import pandas as pd
 
 from mscl import cli
-from mscl.cli import TABLE_NAMES  # noqa: F401  (the names `table NAME` accepts; the docstrings refer to it)
+from mscl.layout import TABLE_NAMES  # noqa: F401  (the names `table NAME` accepts; the docstrings refer to it)
 from mscl.data.stats_table import latex_escape
 from mscl.errors import InputError
 from mscl.io import write_text

@@ -42,7 +42,7 @@ from torch import Tensor, nn
 from tqdm import tqdm
 
 from mscl import cli
-from mscl.cli import EXIT_STOPPED
+from mscl.defaults import EXIT_STOPPED
 from mscl.data.manifest import read_labels
 from mscl.errors import InputError
 from mscl.interrupt import exit_on_sigterm

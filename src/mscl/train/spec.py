@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Mapping
 
-from mscl.cli import MAX_SEED
+from mscl.defaults import MAX_SEED
 from mscl.errors import InputError
 from mscl.losses import LOSS_NAMES
 from mscl.models import ENCODER_MODALITY
