@@ -382,7 +382,13 @@ def _collect(parser: argparse.ArgumentParser) -> None:
 def _table(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("name", choices=TABLE_NAMES)
     add_results_arguments(parser, "table", "cost")
-    parser.add_argument("--benchmarks", nargs="*", default=[], metavar="FILE", help="Snakemake benchmark TSVs (cost table)")
+    parser.add_argument(
+        "--metrics",
+        nargs="*",
+        default=[],
+        metavar="FILE",
+        help="cost table: probe metrics.json of each run whose training jobs it counts (their benchmark files are found from the run)",
+    )
 
 
 @command("figure", description="one paper figure (pdf/png/html) from the tidy results")

@@ -36,6 +36,15 @@ def run_dir(results: str, name: str = RUN_NAME) -> str:
     return f"{results}/runs/{name}"
 
 
+def results_of_run(folder: Path, name: str) -> Path | None:
+    """The results folder holding run `name` whose folder is `folder` (the inverse of
+    `run_dir`), or None when `folder` is not where `run_dir` puts that run."""
+    suffix = ("runs", *Path(name).parts)
+    if folder.parts[-len(suffix) :] != suffix:
+        return None
+    return Path(*folder.parts[: -len(suffix)])
+
+
 def tuning_dir(results: str, name: str = TUNE_RUN_NAME) -> str:
     """The folder of tuning run `name`."""
     return f"{results}/tuning/{name}"

@@ -58,6 +58,7 @@ rule paper_table:
 
 rule cost_table:
     input:
+        metrics=run_outputs("probe/metrics.json"),  # the runs; their benchmarks are read beside
         pretrain=run_benchmarks("pretrain"),
         probe=run_benchmarks("probe"),
     output:
@@ -73,7 +74,7 @@ rule cost_table:
         prefix=lambda wildcards, output: os.path.splitext(output.tex)[0],
         ran=ran_line("cost", RUNS, NAMED_DATASETS, NAMED_ENCODERS, ENCODER_ROLE_OF),
     shell:
-        "python -m mscl table cost --benchmarks {input.pretrain} {input.probe} --out-prefix {params.prefix} > {log} 2>&1"
+        "python -m mscl table cost --metrics {input.metrics} --out-prefix {params.prefix} > {log} 2>&1"
 
 
 rule paper_figure:

@@ -1,7 +1,7 @@
 """The paper's tables, regenerated from a run's tidy results (LaTeX + CSV + Markdown + HTML).
 
 `python -m mscl table NAME --runs results/metrics/all_runs.csv --out-prefix results/tables/NAME
-[--batch-size B] [--benchmarks FILE...]` writes `<prefix>.tex` (a booktabs tabular to \\input
+[--batch-size B] [--metrics FILE...]` writes `<prefix>.tex` (a booktabs tabular to \\input
 into a table float, its caption and notes as a footnote-size paragraph under it; needs booktabs
 and amssymb), `<prefix>.csv` (exact numbers, one row per cell), `<prefix>.md` and `<prefix>.html`
 (a standalone page for `snakemake --report`), each atomically and only after all four are rendered.
@@ -847,16 +847,17 @@ def paper_vs_run_table(index: dict[CellKey, CellStat], what: WhatRan) -> Table:
 # ----------------------------------------------------------------------- cost table
 
 
-def cost_table(benchmarks: Sequence[str | Path]) -> Table:
-    """Compute cost per rule x dataset x encoder from Snakemake benchmark files."""
-    frame = cost_frame(benchmarks)
+def cost_table(metrics: Sequence[str | Path]) -> Table:
+    """Compute cost per rule x dataset x encoder from the benchmark files of the runs whose
+    probe metrics.json files are `metrics` (mscl.report.cost)."""
+    frame = cost_frame(metrics)
     columns = [Column((Label(t),), a) for t, a in (("Rule", "l"), ("Dataset", "l"), ("Encoder", "l"), ("Jobs", "r"), ("CPU h", "r"), ("Wall h", "r"), ("Max RSS (GB)", "r"))]
     body: list[BodyItem] = [
         [Label(row.rule), Label(row.dataset), Label(row.encoder), Label(str(row.jobs)), *(Label(_format_amount(v, 3)) for v in (row.cpu_hours, row.wall_hours)), Label(_format_amount(row.max_rss_gb, 2))]
         for row in frame.itertuples(index=False)
     ]
     note = "hours summed over jobs (a job's repeats averaged); max RSS is the largest over jobs"
-    notes = [note] if len(frame) else ["no benchmark files given", note]
+    notes = [note] if len(frame) else ["no runs given", note]
     caption = "Compute cost of this run's training jobs, from Snakemake's benchmark files, per rule, dataset and encoder (the config's keys)."
     return Table("cost", columns, body, frame, notes, "Computing cost (paper appendix)", caption)
 
@@ -868,10 +869,11 @@ def _format_amount(value: float, decimals: int) -> str:
 # --------------------------------------------------------------------------- driver
 
 
-def build_table(name: str, runs: pd.DataFrame | None, batch_size: int | None = None, benchmarks: Sequence[str | Path] = ()) -> Table:
-    """Build table `name` (one of TABLE_NAMES) from the tidy runs (not needed for 'cost')."""
+def build_table(name: str, runs: pd.DataFrame | None, batch_size: int | None = None, metrics: Sequence[str | Path] = ()) -> Table:
+    """Build table `name` (one of TABLE_NAMES) from the tidy runs; 'cost' from the runs'
+    probe metrics.json files `metrics` instead."""
     if name == "cost":
-        return cost_table(benchmarks)
+        return cost_table(metrics)
     if runs is None:
         raise InputError(None, f"table {name!r} needs the run results", "pass --runs results/metrics/all_runs.csv", field="--runs")
     index = cell_index(runs, "test", batch_size)
@@ -900,7 +902,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """CLI entry point (see the module docstring)."""
     args = cli.parse_args("table", argv)
     runs = load_runs(args.runs) if args.runs else None
-    table = build_table(args.name, runs, args.batch_size, args.benchmarks)
+    table = build_table(args.name, runs, args.batch_size, args.metrics)
     write_table(table, args.out_prefix)
     print(f"table: wrote {args.out_prefix}.{{tex,csv,md,html}} ({args.name})")
     return 0
