@@ -480,7 +480,7 @@ def test_bad_inputs_have_clear_errors():
         make_loss("simdissim", form="inside")
     with pytest.raises(ValueError, match="needs option"):
         make_loss("msc", num_labels=3)
-    with pytest.raises(ValueError, match="temperature must be > 0"):
+    with pytest.raises(ValueError, match="'pretrain.temperature' is 0; fix"):
         make_loss("any", temperature=0)
     with pytest.raises(ValueError, match=r"features must be \[B, V, D\]"):
         make_loss("any")(features[:, 0], torch.ones(4, 3))
@@ -530,3 +530,23 @@ def test_one_list_of_methods_feeds_the_spec_and_the_config_schema():
         with pytest.raises(ValueError, match="does not take"):
             make_loss(name, not_an_option=1)
         assert takes <= {"form", "num_labels", "dim", "alpha", "beta"}
+
+
+def test_the_temperature_default_is_written_once():
+    """0.07 (paper: tau) stands once in the package, as mscl.train.settings.DEFAULT_TEMPERATURE:
+    the losses, the run spec and the loss benchmark all take it from there."""
+    import ast
+    from pathlib import Path
+
+    from mscl.train.settings import DEFAULT_TEMPERATURE, LossSpec, PretrainSpec
+
+    package = Path(mscl.losses.__file__).parent
+    places = [
+        str(path.relative_to(package))
+        for path in sorted(package.rglob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Constant) and node.value == 0.07 and type(node.value) is float
+    ]
+    assert places == ["train/settings.py"] and DEFAULT_TEMPERATURE == TAU
+    assert make_loss("any").temperature == LossSpec("any").temperature == DEFAULT_TEMPERATURE
+    assert "temperature" not in PretrainSpec.__dataclass_fields__  # the loss's, not the pretrain block's

@@ -47,7 +47,7 @@ from mscl.data.manifest import read_labels
 from mscl.errors import InputError
 from mscl.interrupt import exit_on_sigterm
 from mscl.io import write_json, write_text
-from mscl.losses import PROTOTYPE_LOSSES, SupervisedBCE, make_loss
+from mscl.losses import PROTOTYPE_LOSSES, SupervisedBCE, build_loss
 from mscl.train.augment import color_views
 from mscl.train.features import VIEW_KEYS, extract_features, text_inputs
 from mscl.train.monitor import ridge_readout_map
@@ -182,14 +182,12 @@ def build_model(spec: RunSpec, num_labels: int, device: torch.device) -> tuple[n
     from mscl.models import ProjectionHead
 
     encoder = encoder_from_spec(spec, num_labels)
-    if spec.loss == "bce":
+    if spec.loss.name == "bce":
         return encoder.to(device), nn.Linear(encoder.output_dim, num_labels).to(device), SupervisedBCE().to(device)
     head = ProjectionHead(encoder.output_dim, spec.pretrain.projection_dim)
-    options = {**spec.loss_options, "temperature": spec.pretrain.temperature}
-    if spec.loss in PROTOTYPE_LOSSES:
-        options.update(num_labels=num_labels, dim=spec.pretrain.projection_dim)
+    run_options = {"num_labels": num_labels, "dim": spec.pretrain.projection_dim} if spec.loss.name in PROTOTYPE_LOSSES else {}
     try:
-        loss_fn = make_loss(spec.loss, **options)
+        loss_fn = build_loss(spec.loss, **run_options)
     except ValueError as error:
         raise InputError("--spec", str(error), "fix loss_options", field="loss_options")
     return encoder.to(device), head.to(device), loss_fn.to(device)
@@ -201,7 +199,7 @@ def encoder_from_spec(spec: RunSpec, num_labels: int) -> nn.Module:
     from mscl.models import build_encoder
 
     try:
-        if spec.loss == "logreg":
+        if spec.loss.name == "logreg":
             from mscl.models.inputs import input_features
 
             return input_features(spec.encoder, spec.pretrain.image_size)
@@ -466,7 +464,7 @@ def save_initial_encoder(spec: RunSpec, num_labels: int, out: Path, device: torc
     write_json(out / "resolved_spec.json", spec.to_dict())
     write_json(out / "versions.json", software_versions(device, precision))
     save_checkpoint(out / "encoder.pt", trainable_state(encoder))
-    print(f"pretrain: method {spec.loss!r}: saved the encoder as initialised (no training)", file=sys.stderr)
+    print(f"pretrain: method {spec.loss.name!r}: saved the encoder as initialised (no training)", file=sys.stderr)
     return 0
 
 
@@ -481,7 +479,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     device = pick_device()
     precision = resolve_precision(cfg.precision, device)
     generator = seed_everything(spec.seed)
-    if spec.loss in UNTRAINED_METHODS:
+    if spec.loss.name in UNTRAINED_METHODS:
         return save_initial_encoder(spec, len(vocabulary), args.out, device, precision)
     steps_per_epoch = steps_per_epoch_for(len(train), spec.batch_size, cfg.max_steps_per_epoch)
     state = start_training(spec, len(vocabulary), steps_per_epoch, generator, device, precision)
