@@ -70,13 +70,8 @@ from mscl.train.spec import FOLDER_KINDS, UNTRAINED_METHODS, RunSpec, load_spec
 # Seconds of training a killed job may lose. Checkpointing every epoch cost more than the
 # training itself for small models: a yeast MLP run (150 epochs of 0.2 s) wrote 730 MB of
 # checkpoints and spent 23 of its 37 s waiting on the disk. The cadence never changes results.
-# The environment variable MSCL_CHECKPOINT_INTERVAL_S overrides it (0: every epoch), read when
-# the job runs: a job-server worker imported this module before it had the job's environment.
+# The environment variable MSCL_CHECKPOINT_INTERVAL_S overrides it (0: every epoch).
 CHECKPOINT_INTERVAL_S = 60.0
-
-
-def checkpoint_interval_s() -> float:
-    return float(os.environ.get("MSCL_CHECKPOINT_INTERVAL_S", CHECKPOINT_INTERVAL_S))
 CHECKPOINT_FORMAT = 1
 # val_map_readout: the convergence monitor's val mAP (mscl.train.monitor), empty in epochs it skips.
 LOG_COLUMNS = ("epoch", "steps", "loss", "lr", "samples_per_second", "seconds", "val_map_readout")
@@ -470,6 +465,7 @@ def save_initial_encoder(spec: RunSpec, num_labels: int, out: Path, device: torc
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = cli.parse_args("pretrain", argv)
+    checkpoint_interval_s = float(os.environ.get("MSCL_CHECKPOINT_INTERVAL_S", CHECKPOINT_INTERVAL_S))
     exit_on_sigterm("pretrain: stopped by SIGTERM; the last epoch checkpoint stays and a rerun resumes from it")
     spec = load_spec(args.spec, args.selected)
     vocabulary, train = validate_inputs(spec, args.data)
@@ -508,7 +504,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             flush=True,
         )
         stopping = args.stop_after_epoch == epoch
-        if stopping or epoch == cfg.epochs or time.perf_counter() - last_checkpoint >= checkpoint_interval_s():
+        if stopping or epoch == cfg.epochs or time.perf_counter() - last_checkpoint >= checkpoint_interval_s:
             save_checkpoint(checkpoint, checkpoint_state(state))
             last_checkpoint = time.perf_counter()
         if stopping:
