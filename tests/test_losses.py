@@ -94,26 +94,25 @@ def naive_mulsupcon(features, labels, tau=TAU):
     return total / label_count if label_count else features.sum() * 0
 
 
-def naive_proto(features, labels, prototypes, tau=TAU):
+def naive_prototype_loss(features, labels, prototypes, anchor_loss):
+    """Mean of `anchor_loss(z, sets, normalised prototypes, i)` over the anchors with labels."""
     z, sets = anchors_of(features, labels)
     protos = F.normalize(prototypes, dim=1)
-    per_anchor = []
-    for i in range(len(z)):
-        if not sets[i]:
-            continue
-        logits = [z[i] @ protos[c] / tau for c in range(len(protos))]
-        lse = torch.logsumexp(torch.stack(logits), 0)
-        per_anchor.append(sum(lse - logits[c] for c in sets[i]) / len(sets[i]))
+    per_anchor = [anchor_loss(z, sets, protos, i) for i in range(len(z)) if sets[i]]
     return sum(per_anchor) / len(per_anchor) if per_anchor else features.sum() * 0
 
 
+def naive_proto(features, labels, prototypes, tau=TAU):
+    def anchor_loss(z, sets, protos, i):
+        logits = [z[i] @ protos[c] / tau for c in range(len(protos))]
+        lse = torch.logsumexp(torch.stack(logits), 0)
+        return sum(lse - logits[c] for c in sets[i]) / len(sets[i])
+
+    return naive_prototype_loss(features, labels, prototypes, anchor_loss)
+
+
 def naive_msc(features, labels, prototypes, tau=TAU, alpha=1.0, beta=0.1):
-    z, sets = anchors_of(features, labels)
-    protos = F.normalize(prototypes, dim=1)
-    per_anchor = []
-    for i in range(len(z)):
-        if not sets[i]:
-            continue
+    def anchor_loss(z, sets, protos, i):
         sample_mass = sum(torch.exp(z[i] @ z[k] / tau) for k in range(len(z)) if k != i)
         proto_mass = sum(torch.exp(z[i] @ protos[c] / tau) for c in range(len(protos)))
         log_denominator = torch.log(beta * sample_mass + proto_mass)
@@ -123,8 +122,9 @@ def naive_msc(features, labels, prototypes, tau=TAU, alpha=1.0, beta=0.1):
             positives += [(z[i] @ z[k] / tau, alpha / len(sets[i] | sets[k])) for k in range(len(z)) if k != i and c in sets[k]]
             mass = sum(w for _, w in positives)
             label_terms.append(-sum((w / mass) * (score - log_denominator) for score, w in positives))
-        per_anchor.append(sum(label_terms) / len(sets[i]))
-    return sum(per_anchor) / len(per_anchor) if per_anchor else features.sum() * 0
+        return sum(label_terms) / len(sets[i])
+
+    return naive_prototype_loss(features, labels, prototypes, anchor_loss)
 
 
 def naive(name, features, labels, loss_module):

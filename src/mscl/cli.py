@@ -291,12 +291,18 @@ def _make_tiny_models(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_encoder_pass_arguments(parser: argparse.ArgumentParser, encoders: str, out_help: str, batch_size: int, batch: str) -> None:
+    """The options of the commands that run an encoder once over a text manifest's splits
+    (embed-text, cache-prefix): the manifest, the encoder spec, the output and the batch size."""
+    parser.add_argument("--data", required=True, type=Path, help="prepared text manifest folder")
+    parser.add_argument("--encoder-spec", required=True, help=f"{encoders} (or a run spec): inline JSON starting with '{{' or a JSON/YAML file")
+    parser.add_argument("--out", required=True, type=Path, help=out_help)
+    parser.add_argument("--batch-size", type=int, default=batch_size, help=f"texts per {batch} (default {batch_size})")
+
+
 @command("embed-text", doc_of="mscl.data.embed")
 def _embed_text(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--data", required=True, type=Path, help="prepared text manifest folder")
-    parser.add_argument("--encoder-spec", required=True, help="hf encoder spec (or a run spec): inline JSON starting with '{' or a JSON/YAML file")
-    parser.add_argument("--out", required=True, type=Path, help="output folder of the embedded (tabular) manifest")
-    parser.add_argument("--batch-size", type=int, default=EMBED_BATCH_SIZE, help=f"texts per batch (default {EMBED_BATCH_SIZE})")
+    add_encoder_pass_arguments(parser, "hf encoder spec", "output folder of the embedded (tabular) manifest", EMBED_BATCH_SIZE, "batch")
 
 
 # ---------------------------------------------------------------------------- training
@@ -304,10 +310,8 @@ def _embed_text(parser: argparse.ArgumentParser) -> None:
 
 @command("cache-prefix", doc_of="mscl.train.prefix")
 def _cache_prefix(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--data", required=True, type=Path, help="prepared text manifest folder")
-    parser.add_argument("--encoder-spec", required=True, help="hf or plm_icd encoder spec with trainable_layers (or a run spec): inline JSON starting with '{' or a JSON/YAML file")
-    parser.add_argument("--out", required=True, type=Path, help="cache file to write (.pt)")
-    parser.add_argument("--batch-size", type=int, default=CACHE_PREFIX_BATCH_SIZE, help=f"texts per prefix batch (default {CACHE_PREFIX_BATCH_SIZE})")
+    encoders = "hf or plm_icd encoder spec with trainable_layers"
+    add_encoder_pass_arguments(parser, encoders, "cache file to write (.pt)", CACHE_PREFIX_BATCH_SIZE, "prefix batch")
 
 
 def add_run_arguments(parser: argparse.ArgumentParser, out_help: str, prefix_cache_use: str = "") -> None:

@@ -39,7 +39,7 @@ import numpy as np
 
 from mscl import cli
 from mscl.errors import InputError
-from mscl.io import write_text
+from mscl.io import read_json, write_text
 from mscl.layout import CLAIM_DATA_FILES
 from mscl.metrics import bucket_macro_f1, head_tail_split, macro_f1_definition, macro_f1_key, per_label_auc_and_ap
 from mscl.report.collect import HEAD_SHARE, read_metrics_json, read_test_scores, read_train_counts
@@ -61,13 +61,8 @@ def run_commit(probe_dir: Path) -> str:
     """The mscl commit that made a run: probe and pretrain versions.json must agree."""
     commits = set()
     for folder in (probe_dir, probe_dir.parent / "pretrain"):
-        path = folder / "versions.json"
-        try:
-            commits.add(json.loads(path.read_text(encoding="utf-8")).get("mscl_commit") or "unknown")
-        except FileNotFoundError:
-            raise InputError(path, "versions.json not found", "rerun this run's jobs") from None
-        except json.JSONDecodeError:
-            raise InputError(path, "not valid JSON", "rerun this run's jobs") from None
+        versions = read_json(folder / "versions.json", "versions.json", "rerun this run's jobs", "rerun this run's jobs")
+        commits.add(versions.get("mscl_commit") or "unknown")
     if len(commits) > 1:
         raise InputError(probe_dir, f"pretrain and probe were made by different commits {sorted(commits)}", "rerun the run's probe (delete its probe/ folder)", field="mscl_commit")
     return commits.pop()
@@ -146,10 +141,8 @@ def convergence_rows(run: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 
 def tuning_rows(selection_path: Path) -> list[dict[str, Any]]:
-    try:
-        selection = json.loads(selection_path.read_text(encoding="utf-8"))
-    except (FileNotFoundError, json.JSONDecodeError) as error:
-        raise InputError(selection_path, f"cannot read the selection ({type(error).__name__})", "rerun `python -m mscl select-setting`") from None
+    fix = "rerun `python -m mscl select-setting`"
+    selection = read_json(selection_path, "tuning selection", fix, fix)
     rows = []
     for entry in selection["grid"]:
         for seed, value in sorted(entry["per_seed"].items(), key=lambda item: int(item[0])):

@@ -484,6 +484,33 @@ def not_run_table(name: str, title: str, shows: str, records: pd.DataFrame) -> T
     return Table(name, [Column((Label(""),), "l")], [[Label(line)]], records, [], title, shows + ".")
 
 
+def show_seed_counts(shown: Sequence[ValueCell]) -> None:
+    """Each trained cell shows its n when the shown trained cells average different numbers of
+    seeds (else the caption says the one n)."""
+    mixed = len({c.seeds for c in shown if is_result(c) and c.record.get("method") != CHANCE}) > 1
+    for cell in shown:
+        cell.show_n = mixed and is_result(cell) and cell.record.get("method") != CHANCE
+
+
+def left_out_columns(what: WhatRan, value_columns: Sequence[ValueColumn], keep: Sequence[int]) -> list[str]:
+    """The names of the columns a grid table leaves out (those not in `keep`), each once."""
+    kept_groups = {_column_group(value_columns[j]) for j in keep}
+    return list(
+        dict.fromkeys(
+            _left_out_column(what, spec, whole_group=_column_group(spec) not in kept_groups)
+            for j, spec in enumerate(value_columns)
+            if j not in keep
+        )
+    )
+
+
+def _left_out(columns: Sequence[str], blocks: Sequence[str], rows: Sequence[str]) -> list[str]:
+    """The parts of the "left out" note: columns, the paper's blocks, rows (each row once)."""
+    parts = [f"columns {', '.join(columns)}"] if columns else []
+    parts += [f"the paper's blocks {', '.join(blocks)}"] if blocks else []
+    return parts + ([f"rows {', '.join(dict.fromkeys(rows))}"] if rows else [])
+
+
 def grid_table(
     name: str,
     index: dict[CellKey, CellStat],
@@ -522,15 +549,6 @@ def grid_table(
     keep = [j for j in range(len(value_columns)) if any(is_result(cells[j]) for _, rows, refs in built for method, cells in rows + refs if method != CHANCE)]
     if not keep:
         return not_run_table(name, title, shows, records_frame(name, every_cell))
-    kept_groups = {_column_group(value_columns[j]) for j in keep}
-    left_out_columns = list(
-        dict.fromkeys(
-            _left_out_column(what, spec, whole_group=_column_group(spec) not in kept_groups)
-            for j, spec in enumerate(value_columns)
-            if j not in keep
-        )
-    )
-
     body: list[BodyItem] = []
     shown: list[ValueCell] = []
     shown_references: list[str] = []
@@ -560,16 +578,12 @@ def grid_table(
         shown += [cell for _, cells in kept_rows + references for cell in cells]
         shown_references += [method for method, _ in references]
         pairs += [(cell.record["dataset"], cell.record["encoder_role"]) for _, cells in kept_rows + references for cell in cells if is_result(cell)]
-    mixed = len({c.seeds for c in shown if is_result(c) and c.record.get("method") != CHANCE}) > 1
-    for cell in shown:
-        cell.show_n = mixed and is_result(cell) and cell.record.get("method") != CHANCE
+    show_seed_counts(shown)
     notes = definition_notes([value_columns[j].dataset for j in keep if value_columns[j].metric == "macro_f1"])
     notes.append(bold_note(shown, bold_scope))
     if any(c.status == "not_run" for c in shown):
         notes.append(NOT_RUN_NOTE)
-    left_out = [f"columns {', '.join(left_out_columns)}"] if left_out_columns else []
-    left_out += [f"the paper's blocks {', '.join(left_out_blocks)}"] if left_out_blocks else []
-    left_out += [f"rows {', '.join(dict.fromkeys(left_out_rows))}"] if left_out_rows else []
+    left_out = _left_out(left_out_columns(what, value_columns, keep), left_out_blocks, left_out_rows)
     if left_out:
         notes.append("left out, not run in this configuration (outside its grid): " + "; ".join(left_out))
     notes += reference_notes(shown_references)

@@ -16,6 +16,7 @@ from typing import Any, Mapping
 
 from mscl.defaults import MAX_SEED
 from mscl.errors import InputError
+from mscl.io import read_json
 from mscl.losses import LOSS_NAMES
 from mscl.models import ENCODER_MODALITY
 from mscl.tuning import UNTRAINED_METHODS  # noqa: F401  (re-exported: pretrain reads it here)
@@ -178,12 +179,7 @@ def with_selected_setting(mapping: Mapping[str, Any], selected: Path) -> dict[st
     selected.json: {"dataset", "encoder_name", "method", "chosen", "pretrain": {key: value}})
     written over its `pretrain` block. The selection must be for the spec's dataset and encoder;
     its method may differ (the ablations reuse Sim-Dissim's setting, docs/claim-check.md)."""
-    try:
-        document = json.loads(Path(selected).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError(selected, "tuning selection not found", "run the tuning jobs and `python -m mscl select-setting` first") from None
-    except json.JSONDecodeError as error:
-        raise InputError(selected, f"not valid JSON ({error.msg})", "rerun `python -m mscl select-setting`") from None
+    document = read_json(selected, "tuning selection", "run the tuning jobs and `python -m mscl select-setting` first", "rerun `python -m mscl select-setting`")
     if not isinstance(document, dict) or not isinstance(document.get("pretrain"), dict):
         raise InputError(selected, "no 'pretrain' mapping of chosen values", "rerun `python -m mscl select-setting`", field="pretrain")
     for key in ("dataset", "encoder_name"):
