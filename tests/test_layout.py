@@ -127,3 +127,16 @@ def test_a_run_and_its_jobs_files_share_its_name():
     log = Path(layout.job_log(str(results), "pretrain", name))
     assert layout.benchmark_of_log(results, log) == Path(layout.job_benchmark(str(results), "pretrain", name))
     assert layout.benchmark_of_log(results, Path(".snakemake/log/x.log")) is None
+
+
+def test_every_function_is_at_most_80_lines():
+    """Small, plainly named functions: none in src/mscl longer than 80 lines (decorators and
+    docstring included)."""
+    lengths = {
+        f"{name}.{node.name}:{node.lineno}": node.end_lineno - min([node.lineno, *(d.lineno for d in node.decorator_list)]) + 1
+        for name, path in MODULES.items()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+    }
+    assert len(lengths) > 500  # every module was read
+    assert {where: n for where, n in lengths.items() if n > 80} == {}
