@@ -470,7 +470,7 @@ def run_outputs(stage_file):
 # probe writes its outputs so that `collect` reads it as a run (encoder "chance", loss "chance",
 # bs0, seed0). "{loss}" only takes KNOWN_METHODS and "{encoder}" the configured encoders, so the
 # probe rule never claims these paths.
-CHANCE_DIR = run_dir(RESULTS, run_name("{dataset}", CHANCE, CHANCE, 0, 0)) + "/probe"
+CHANCE_DIR = f"{run_dir(RESULTS, run_name('{dataset}', CHANCE, CHANCE, 0, 0))}/probe"
 # Its `collect --roles` entry.
 CHANCE_ROLE = f"{CHANCE}={REFERENCE_ROLE}"
 
