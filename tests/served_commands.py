@@ -17,9 +17,9 @@ import sys
 import time
 from pathlib import Path
 
-import mscl.__main__
-
-mscl.__main__.COMMANDS["pretrain"] = (__name__, "test stand-in for pretrain")
+# The server runs as `python -m mscl`: its dispatcher is the `__main__` module, whose `run` its
+# workers call (mscl.__main__ hands it to mscl.jobserver.main).
+sys.modules["__main__"].COMMANDS["pretrain"] = (__name__, "test stand-in for pretrain")
 SERVER_ENVIRONMENT = dict(os.environ)
 
 

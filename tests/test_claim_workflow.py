@@ -5,12 +5,14 @@ data files and the statistics."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 
 import pandas as pd
 import pytest
 import yaml
 
+from mscl import layout
 from test_workflow import REPO, job_counts, job_env, snakemake, snakemake_command
 
 
@@ -33,6 +35,9 @@ def test_claim_dry_run_is_the_documented_grid(tmp_path):
         assert counts[rule] == 1, rule
     assert "paper_table" not in counts and "collect_runs" not in counts and "local_models" not in counts
     assert "results/claim/claim_check/tests.csv" in output and "results/claim/claim_check/data/runs.csv" in output
+    # The workflow's claim files are the ones claim-export and claim-report write (mscl.layout).
+    assert set(re.findall(r"results/claim/claim_check/data/([\w.]+)", output)) == set(layout.CLAIM_DATA_FILES)
+    assert set(re.findall(r"results/claim/claim_check/(claim_\w+)\.png", output)) == set(layout.CLAIM_FIGURE_NAMES)
 
 
 def tiny_config() -> dict:

@@ -93,15 +93,6 @@ def test_usage_errors_answer_without_heavy_imports(command):
     assert result["heavy"] == []
 
 
-def test_light_name_lists_match_the_implementations():
-    """Choices the light parsers offer are the keys of the heavy modules' tables."""
-    from mscl.bench.losses import LABEL_FORMS
-    from mscl.report.figures import FIGURES
-
-    assert tuple(LABEL_FORMS) == cli.LABEL_FORM_NAMES
-    assert tuple(FIGURES) == cli.FIGURE_NAMES
-
-
 def test_main_parses_before_importing_the_command(capsys):
     """A usage error exits 2 from the light parser, as the module's own main would."""
     with pytest.raises(SystemExit) as stop:

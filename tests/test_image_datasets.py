@@ -266,13 +266,19 @@ def test_voc_non_standard_names_give_the_sorted_names_seen(fixtures_dir, tmp_pat
     assert read_labels(tmp_path / "out") == ["car", "chair", "digit_7", "diningtable", "dog", "horse", "person", "pottedplant", "train"]
 
 
-def test_voc_split_is_seeded(fixtures_dir, tmp_path):
-    def val_ids(seed: int, name: str) -> tuple[str, ...]:
-        voc.prepare(fixtures_dir / "voc", tmp_path / name, seed=seed, verify_images=False)
-        return tuple(sorted(read_split(tmp_path / name, "val")["id"]))
+def assert_split_is_seeded(prepare, root: Path, tmp_path: Path, split: str) -> None:
+    """The same seed gives the same `split`; ten seeds do not all give the same one."""
 
-    assert val_ids(11, "a") == val_ids(11, "b")
-    assert len({val_ids(seed, f"s{seed}") for seed in range(10)}) > 1
+    def ids(seed: int, name: str) -> tuple[str, ...]:
+        prepare(root, tmp_path / name, seed=seed, verify_images=False)
+        return tuple(sorted(read_split(tmp_path / name, split)["id"]))
+
+    assert ids(11, "a") == ids(11, "b")
+    assert len({ids(seed, f"s{seed}") for seed in range(10)}) > 1
+
+
+def test_voc_split_is_seeded(fixtures_dir, tmp_path):
+    assert_split_is_seeded(voc.prepare, fixtures_dir / "voc", tmp_path, "val")
 
 
 def test_voc_cli_takes_the_difficult_policy(fixtures_dir, tmp_path):
@@ -349,13 +355,7 @@ def test_nuswide_fractions_and_seed_are_configurable(fixtures_dir, tmp_path):
     stats = read_stats(out)
     assert stats["counts"] == {"train": 2, "val": 2, "test": 1}  # boundaries 2.0 and 4.0 of 5
     assert stats["seed"] == 4 and "0.4/0.4/0.2" in stats["split_policy"]
-
-    def train_ids(seed: int, name: str) -> tuple[str, ...]:
-        nuswide.prepare(fixtures_dir / "nuswide", tmp_path / name, seed=seed, verify_images=False)
-        return tuple(sorted(read_split(tmp_path / name, "train")["id"]))
-
-    assert train_ids(4, "a") == train_ids(4, "b")
-    assert len({train_ids(seed, f"s{seed}") for seed in range(10)}) > 1
+    assert_split_is_seeded(nuswide.prepare, fixtures_dir / "nuswide", tmp_path, "train")
 
 
 def test_nuswide_absent_image_is_an_error_when_asked(fixtures_dir, tmp_path):

@@ -15,8 +15,9 @@ import pandas as pd
 import pytest
 import torch
 
-from mscl import jobserver
+from mscl import jobserver, layout
 from mscl.report.cost import cost_frame
+from test_report_tables import write_run
 from test_train import assert_same_tensors, image_data  # noqa: F401 - the fixture
 from test_workflow import psutil_exists, wait_for, worker_pid
 
@@ -166,20 +167,16 @@ def test_the_workflow_starts_no_server_when_off_on_a_cluster_or_in_isolated_envi
 def test_the_cost_table_takes_cpu_and_memory_from_the_worker_log(tmp_path):
     """Snakemake measured the thin job process; the worker's own figures in the log win. A job
     without a worker line keeps the benchmark's figures."""
-    header = "s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time\n"
+    results, row = tmp_path / "results", "900.0\t0:15:00\t20.0\t-\t-\t-\t-\t-\t-\t3.6"
     paths = []
     for seed, log_text in ((0, "pretrain epoch 1/1: ...\n" + jobserver.USAGE_LINE.format(cpu_s=720.0, max_rss_mib=2048.0) + "\n"), (1, "no worker\n")):
-        run = f"pretrain/coco/resnet8/any/bs64/seed{seed}"
-        benchmark = tmp_path / "results" / "benchmarks" / f"{run}.tsv"
-        log = tmp_path / "results" / "logs" / f"{run}.log"
-        for path in (benchmark, log):
-            path.parent.mkdir(parents=True, exist_ok=True)
-        benchmark.write_text(header + "900.0\t0:15:00\t20.0\t-\t-\t-\t-\t-\t-\t3.6\n")
+        paths.append(write_run(results, ("coco", "resnet8", "any", 64, seed), [row], [row]))
+        log = Path(layout.job_log(str(results), "pretrain", layout.run_name("coco", "resnet8", "any", 64, seed)))
+        log.parent.mkdir(parents=True, exist_ok=True)
         log.write_text(log_text)
-        paths.append(benchmark)
-    row = cost_frame(paths).iloc[0]
-    assert row["jobs"] == 2 and row["wall_hours"] == pytest.approx(1800 / 3600)
-    assert row["cpu_hours"] == pytest.approx((720.0 + 3.6) / 3600) and row["max_rss_gb"] == pytest.approx(2.0)
+    pretrain = cost_frame(paths).set_index("rule").loc["pretrain"]
+    assert pretrain["jobs"] == 2 and pretrain["wall_hours"] == pytest.approx(1800 / 3600)
+    assert pretrain["cpu_hours"] == pytest.approx((720.0 + 3.6) / 3600) and pretrain["max_rss_gb"] == pytest.approx(2.0)
     assert jobserver.parse_usage("x\n" + jobserver.USAGE_LINE.format(cpu_s=1.5, max_rss_mib=3.5)) == {"cpu_s": 1.5, "max_rss_mib": 3.5}
     assert jobserver.parse_usage("nothing here") is None
 

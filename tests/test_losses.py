@@ -94,26 +94,25 @@ def naive_mulsupcon(features, labels, tau=TAU):
     return total / label_count if label_count else features.sum() * 0
 
 
-def naive_proto(features, labels, prototypes, tau=TAU):
+def naive_prototype_loss(features, labels, prototypes, anchor_loss):
+    """Mean of `anchor_loss(z, sets, normalised prototypes, i)` over the anchors with labels."""
     z, sets = anchors_of(features, labels)
     protos = F.normalize(prototypes, dim=1)
-    per_anchor = []
-    for i in range(len(z)):
-        if not sets[i]:
-            continue
-        logits = [z[i] @ protos[c] / tau for c in range(len(protos))]
-        lse = torch.logsumexp(torch.stack(logits), 0)
-        per_anchor.append(sum(lse - logits[c] for c in sets[i]) / len(sets[i]))
+    per_anchor = [anchor_loss(z, sets, protos, i) for i in range(len(z)) if sets[i]]
     return sum(per_anchor) / len(per_anchor) if per_anchor else features.sum() * 0
 
 
+def naive_proto(features, labels, prototypes, tau=TAU):
+    def anchor_loss(z, sets, protos, i):
+        logits = [z[i] @ protos[c] / tau for c in range(len(protos))]
+        lse = torch.logsumexp(torch.stack(logits), 0)
+        return sum(lse - logits[c] for c in sets[i]) / len(sets[i])
+
+    return naive_prototype_loss(features, labels, prototypes, anchor_loss)
+
+
 def naive_msc(features, labels, prototypes, tau=TAU, alpha=1.0, beta=0.1):
-    z, sets = anchors_of(features, labels)
-    protos = F.normalize(prototypes, dim=1)
-    per_anchor = []
-    for i in range(len(z)):
-        if not sets[i]:
-            continue
+    def anchor_loss(z, sets, protos, i):
         sample_mass = sum(torch.exp(z[i] @ z[k] / tau) for k in range(len(z)) if k != i)
         proto_mass = sum(torch.exp(z[i] @ protos[c] / tau) for c in range(len(protos)))
         log_denominator = torch.log(beta * sample_mass + proto_mass)
@@ -123,8 +122,9 @@ def naive_msc(features, labels, prototypes, tau=TAU, alpha=1.0, beta=0.1):
             positives += [(z[i] @ z[k] / tau, alpha / len(sets[i] | sets[k])) for k in range(len(z)) if k != i and c in sets[k]]
             mass = sum(w for _, w in positives)
             label_terms.append(-sum((w / mass) * (score - log_denominator) for score, w in positives))
-        per_anchor.append(sum(label_terms) / len(sets[i]))
-    return sum(per_anchor) / len(per_anchor) if per_anchor else features.sum() * 0
+        return sum(label_terms) / len(sets[i])
+
+    return naive_prototype_loss(features, labels, prototypes, anchor_loss)
 
 
 def naive(name, features, labels, loss_module):
@@ -480,7 +480,7 @@ def test_bad_inputs_have_clear_errors():
         make_loss("simdissim", form="inside")
     with pytest.raises(ValueError, match="needs option"):
         make_loss("msc", num_labels=3)
-    with pytest.raises(ValueError, match="temperature must be > 0"):
+    with pytest.raises(ValueError, match="'pretrain.temperature' is 0; fix"):
         make_loss("any", temperature=0)
     with pytest.raises(ValueError, match=r"features must be \[B, V, D\]"):
         make_loss("any")(features[:, 0], torch.ones(4, 3))
@@ -530,3 +530,23 @@ def test_one_list_of_methods_feeds_the_spec_and_the_config_schema():
         with pytest.raises(ValueError, match="does not take"):
             make_loss(name, not_an_option=1)
         assert takes <= {"form", "num_labels", "dim", "alpha", "beta"}
+
+
+def test_the_temperature_default_is_written_once():
+    """0.07 (paper: tau) stands once in the package, as mscl.train.settings.DEFAULT_TEMPERATURE:
+    the losses, the run spec and the loss benchmark all take it from there."""
+    import ast
+    from pathlib import Path
+
+    from mscl.train.settings import DEFAULT_TEMPERATURE, LossSpec, PretrainSpec
+
+    package = Path(mscl.losses.__file__).parent
+    places = [
+        str(path.relative_to(package))
+        for path in sorted(package.rglob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Constant) and node.value == 0.07 and type(node.value) is float
+    ]
+    assert places == ["train/settings.py"] and DEFAULT_TEMPERATURE == TAU
+    assert make_loss("any").temperature == LossSpec("any").temperature == DEFAULT_TEMPERATURE
+    assert "temperature" not in PretrainSpec.__dataclass_fields__  # the loss's, not the pretrain block's

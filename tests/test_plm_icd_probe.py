@@ -113,7 +113,7 @@ def test_cached_and_streamed_label_vectors_give_the_same_probe(
     or from the texts: the same outputs, formats and selected epoch; only cached runs write
     feature files, and those hold V [N, L, d] as float16."""
     spec, cache, folder = pretrained
-    assert label_vector_bytes([24, 12, 12], len(LABELS), 64) == 48 * 5 * 64 * 2 <= probe_module.label_vector_budget_bytes()
+    assert label_vector_bytes([24, 12, 12], len(LABELS), 64) == 48 * 5 * 64 * 2 <= probe_module.LABEL_VECTOR_BUDGET_MB * 2**20
     runs = {}
     for name, budget, prefix in (("cached", None, cache), ("cached_tokens", None, None), ("streamed", 0, cache), ("streamed_tokens", 0, None)):
         if budget is not None:

@@ -13,9 +13,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from mscl import metrics
+from mscl import layout, metrics
 from mscl.errors import InputError
-from mscl.report import collect, tables
+from mscl.report import collect, cost, tables
 from mscl.report.collect import RUN_COLUMNS, collect_runs, load_runs, read_test_scores
 
 from conftest import tidy_runs
@@ -439,31 +439,62 @@ def test_html_table_merges_group_headers_and_carries_caption_and_notes():
     assert "<h1>Image classification (paper Table results-image)</h1>" in page
 
 
-def write_benchmark(path: Path, rows: list[str]) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    header = "s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time"
-    path.write_text("\n".join([header, *rows]) + "\n")
-    return path
+BENCHMARK_HEADER = "s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time"
+
+
+def write_run(results: Path, run: tuple[str, str, str, int, int], pretrain_rows: list[str], probe_rows: list[str]) -> Path:
+    """A run as the workflow leaves it for the cost table: its probe metrics.json recording the
+    run's spec, and each training job's benchmark file at the run's place (mscl.layout)."""
+    dataset, encoder, loss, batch, seed = run
+    name = layout.run_name(*run)
+    metrics = Path(layout.run_dir(str(results), name)) / "probe" / "metrics.json"
+    metrics.parent.mkdir(parents=True, exist_ok=True)
+    spec = {"dataset": dataset, "encoder_name": encoder, "loss": loss, "batch_size": batch, "seed": seed}
+    metrics.write_text(json.dumps({"spec": spec, "test": {"map": 0.5}}))
+    for stage, rows in (("pretrain", pretrain_rows), ("probe", probe_rows)):
+        benchmark = Path(layout.job_benchmark(str(results), stage, name))
+        benchmark.parent.mkdir(parents=True, exist_ok=True)
+        benchmark.write_text("\n".join([BENCHMARK_HEADER, *rows]) + "\n")
+    return metrics
 
 
 def test_cost_table_sums_hours_and_takes_max_rss(tmp_path):
-    bench = tmp_path / "benchmarks"
+    results = tmp_path / "results"
+    probe_row = "36\t0:00:36\tNA\t-\t-\t-\t-\t-\t-\tNA"
     files = [
-        write_benchmark(bench / "pretrain/coco/resnet_tiny/all/bs32/seed0.tsv", ["3600\t1:00:00\t2048\t1\t1\t1\t0\t0\t90\t7200"]),
+        write_run(results, ("coco", "resnet_tiny", "all", 32, 0), ["3600\t1:00:00\t2048\t1\t1\t1\t0\t0\t90\t7200"], [probe_row]),
         # Two repeats of one job: averaged (wall 1800 s, cpu 3600 s, rss 1024 MB).
-        write_benchmark(bench / "pretrain/coco/resnet_tiny/any/bs32/seed0.tsv", ["1200\t0:20:00\t512\t1\t1\t1\t0\t0\t90\t3000", "2400\t0:40:00\t1536\t1\t1\t1\t0\t0\t90\t4200"]),
-        write_benchmark(bench / "probe/coco/resnet_tiny/any/bs32/seed0.tsv", ["36\t0:00:36\tNA\t-\t-\t-\t-\t-\t-\tNA"]),
+        write_run(results, ("coco", "resnet_tiny", "any", 32, 0), ["1200\t0:20:00\t512\t1\t1\t1\t0\t0\t90\t3000", "2400\t0:40:00\t1536\t1\t1\t1\t0\t0\t90\t4200"], [probe_row]),
     ]
     out = tmp_path / "tables" / "cost"
-    assert tables.main(["cost", "--out-prefix", str(out), "--benchmarks", *map(str, files)]) == 0
+    assert tables.main(["cost", "--out-prefix", str(out), "--metrics", *map(str, files)]) == 0
     frame = pd.read_csv(out.with_suffix(".csv")).set_index("rule")
     assert frame.loc["pretrain", "jobs"] == 2
     assert frame.loc["pretrain", "wall_hours"] == pytest.approx(1.5)
     assert frame.loc["pretrain", "cpu_hours"] == pytest.approx(3.0)
     assert frame.loc["pretrain", "max_rss_gb"] == pytest.approx(2.0)
-    assert frame.loc["probe", "wall_hours"] == pytest.approx(0.01) and math.isnan(frame.loc["probe", "cpu_hours"])
+    assert frame.loc["probe", "wall_hours"] == pytest.approx(0.02) and math.isnan(frame.loc["probe", "cpu_hours"])
     markdown = out.with_suffix(".md").read_text()
-    assert "| probe | coco | resnet_tiny | 1 | n/a | 0.010 | n/a |" in markdown
+    assert "| probe | coco | resnet_tiny | 2 | n/a | 0.020 | n/a |" in markdown
+
+
+def test_cost_table_reads_the_runs_axes_from_their_recorded_specs(tmp_path, monkeypatch):
+    """The spec, not the path, says whose cost it is: the run must sit where its spec puts it,
+    and its benchmark files are found from there (here under a relative results folder)."""
+    monkeypatch.chdir(tmp_path)
+    metrics = write_run(Path("out"), ("voc", "enc", "any", 8, 3), ["10\t0:00:10\t100\t1\t1\t1\t0\t0\t90\t5"], ["2\t0:00:02\t50\t1\t1\t1\t0\t0\t90\t1"])
+    row = cost.cost_frame([metrics]).set_index("rule").loc["pretrain"]
+    assert (row["dataset"], row["encoder"], row["jobs"]) == ("voc", "enc", 1) and row["wall_hours"] == pytest.approx(10 / 3600)
+    document = json.loads(metrics.read_text())
+    document["spec"]["loss"] = "all"  # recorded for another run than the folder holds
+    metrics.write_text(json.dumps(document))
+    with pytest.raises(InputError, match="runs/voc/enc/all/bs8/seed3"):
+        cost.cost_frame([metrics])
+    document["spec"]["loss"] = "any"
+    metrics.write_text(json.dumps(document))
+    Path(layout.job_benchmark("out", "probe", layout.run_name("voc", "enc", "any", 8, 3))).unlink()
+    with pytest.raises(InputError, match="benchmark file not found"):
+        cost.cost_frame([metrics])
 
 
 def test_table_cli_writes_four_files_and_needs_runs(tmp_path):

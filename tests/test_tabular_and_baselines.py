@@ -131,7 +131,7 @@ def test_supervised_bce_scores_every_view_against_its_sample_labels() -> None:
 
 def test_spec_accepts_the_reference_methods_and_rejects_unknown_ones() -> None:
     for method in ("none", "bce"):
-        assert RunSpec.from_mapping(run_spec(method)).loss == method
+        assert RunSpec.from_mapping(run_spec(method)).loss.name == method
     with pytest.raises(ValueError, match="'loss'"):
         RunSpec.from_mapping(run_spec("supervised"))
     resolved = RunSpec.from_mapping(run_spec("simdissim")).pretrain

@@ -19,8 +19,9 @@ from mscl.data.manifest import write_dataset
 from mscl.models import build_encoder
 from mscl.demo.tiny_models import make_tiny_models
 from mscl.train.data import multi_hot
-from mscl.train.pretrain import EXIT_STOPPED, learning_rate, warmup_steps_for
+from mscl.train.pretrain import EXIT_STOPPED, build_model, learning_rate, warmup_steps_for
 from mscl.train.runtime import trainable_state
+from mscl.train.settings import LossSpec, settings_problem
 from mscl.train.spec import RunSpec, load_spec
 
 IMAGE_LABELS = ["band0", "band1", "band2", "band3"]
@@ -141,10 +142,10 @@ def assert_same_tensors(left: dict, right: dict) -> None:
 def test_spec_defaults_resolve_auto_by_encoder_kind() -> None:
     image = RunSpec.from_mapping({"dataset": "d", "encoder_name": "r", "encoder": RESNET, "loss": "any", "batch_size": 512})
     assert (image.pretrain.optimizer, image.pretrain.lr, image.pretrain.weight_decay) == ("sgd", 0.1, 1e-4)
-    assert (image.pretrain.epochs, image.pretrain.temperature, image.pretrain.projection_dim) == (3, 0.07, 256)
+    assert (image.pretrain.epochs, image.loss.temperature, image.pretrain.projection_dim) == (3, 0.07, 256)
     assert (image.pretrain.warmup_fraction, image.pretrain.image_size, image.pretrain.precision) == (0.05, 224, "auto")
     assert (image.probe.epochs, image.probe.lr, image.probe.select_metric) == (30, 1e-3, "micro_f1")
-    assert image.seed == 0 and image.loss_options == {} and image.modality == "image"
+    assert image.seed == 0 and image.loss == LossSpec("any", 0.07, {}) and image.modality == "image"
     text = {"dataset": "d", "encoder_name": "t", "loss": "msc", "batch_size": 8}
     hf = RunSpec.from_mapping({**text, "encoder": {"kind": "hf", "path": "x"}})
     assert (hf.pretrain.optimizer, hf.pretrain.lr, hf.pretrain.weight_decay) == ("adamw", 2e-5, 0.01)
@@ -180,6 +181,26 @@ def test_spec_rejects_bad_keys_and_values_naming_them(change: dict, message: str
     spec = {"dataset": "d", "encoder_name": "r", "encoder": RESNET, "loss": "any", "batch_size": 4, **change}
     with pytest.raises(ValueError, match=rf"'{message}'.*fix"):
         RunSpec.from_mapping(spec)
+
+
+def test_the_loss_spec_takes_its_temperature_from_the_pretrain_block() -> None:
+    """Users write tau as pretrain.temperature (configs, tuning grids, recorded specs); the run
+    spec holds it in its one LossSpec and writes it back where it was read."""
+    mapping = {"dataset": "d", "encoder_name": "r", "encoder": RESNET, "loss": "simdissim", "batch_size": 4,
+               "loss_options": {"form": "literal"}, "pretrain": {"temperature": 0.2, "epochs": 1}}  # fmt: skip
+    spec = RunSpec.from_mapping(mapping)
+    assert spec.loss == LossSpec("simdissim", 0.2, {"form": "literal"})
+    recorded = spec.to_dict()
+    assert (recorded["loss"], recorded["loss_options"], recorded["pretrain"]["temperature"]) == ("simdissim", {"form": "literal"}, 0.2)
+    assert RunSpec.from_mapping(recorded) == spec
+    _, _, loss = build_model(spec, num_labels=3, device=torch.device("cpu"))
+    assert loss.temperature == 0.2 and loss.log_weight_inside
+    with pytest.raises(ValueError, match=r"'pretrain.temperature' is 0.0; fix"):
+        RunSpec.from_mapping({**mapping, "pretrain": {"temperature": 0.0}})
+    # The workflow's check of a config block reads it where users write it, and names it there.
+    assert settings_problem("pretrain", {"temperature": 0.1, "epochs": 2}, "training.pretrain") is None
+    assert "'training.pretrain.temperature' is -1" in settings_problem("pretrain", {"temperature": -1}, "training.pretrain")
+    assert "'temperature'" in settings_problem("pretrain", {"temprature": 0.1}, "training.pretrain")  # offered as a key
 
 
 def test_spec_requires_the_run_axes() -> None:

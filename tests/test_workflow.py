@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -14,6 +15,8 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import TINY_ENCODERS, config_with_tiny_encoders
+
+from mscl import layout
 
 REPO = Path(__file__).resolve().parents[1]
 DATASETS = [
@@ -82,7 +85,7 @@ def expected_job_counts(
 
 
 def test_dry_run_of_the_default_config_lists_every_rule(tmp_path):
-    result = snakemake(tmp_path, "-n")
+    result = snakemake(tmp_path, "-n", "-p")
     counts = job_counts(result.stdout + result.stderr)
     # Grid of config.yaml: image 3 datasets x (4 losses + none) + COCO seeds 1, 2 x 4 losses +
     # COCO jaccard/proto/msc/sim/dissim + COCO batch sizes 32/128 x 2 losses; AAPD RoBERTa
@@ -94,6 +97,11 @@ def test_dry_run_of_the_default_config_lists_every_rule(tmp_path):
     expected = expected_job_counts(runs, len(DEFAULT_DATASETS), demo_kinds=5, mimic_versions=1, prefix_caches=4)
     assert counts == expected
     assert "local_models" not in counts
+    # The workflow's table, figure and demo lists are the ones the commands accept (mscl.layout).
+    output = result.stdout + result.stderr
+    assert set(re.findall(r"results/tables/(\w+)\.tex", output)) == set(layout.TABLE_NAMES) | {"statistics"}
+    assert set(re.findall(r"results/figures/(\w+)\.pdf", output)) == set(layout.FIGURE_NAMES)
+    assert set(re.findall(r"python -m mscl make-demo (\w+)", output)) == set(layout.DEMO_KINDS) - {"mimic4"}
 
 
 def test_plm_icd_with_trainable_layers_gets_a_prefix_cache_per_dataset(tmp_path):

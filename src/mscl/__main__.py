@@ -67,8 +67,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if command in commands():  # all but `bench`, whose light module parses its benchmark's arguments
         parse_args(command, rest)  # exits on --help or a usage error; main(rest) parses again
-    if command != "job-server":  # the server watches its owner itself, and must stay single-threaded
-        stop_when_owner_ends()
+    if command == "job-server":  # it watches its owner itself, must stay single-threaded, and its
+        return jobserver.main(rest, run)  # workers run their jobs' commands with `run`, as a job would
+    stop_when_owner_ends()
     if command in jobserver.SERVED_COMMANDS and (code := jobserver.delegate(argv)) is not None:
         return code
     return run(argv)

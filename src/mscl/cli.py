@@ -7,8 +7,9 @@ runs every command's --help and checks): `mscl.__main__` parses a command's argu
 `parse_args(command, argv)` before it imports the command's module, and that module's
 `main(argv)` parses them with the same parser, so each option is defined once, here.
 
-The constants a parser needs (defaults, choices) are defined here too, and the commands'
-modules import them from here (under their own names there).
+Every default and choice a parser offers comes from the standard-library modules
+`mscl.defaults` (the commands' defaults) and `mscl.layout` (what the workflow shares: table,
+figure and demo names, roles, MIMIC versions), which the commands' modules read too.
 """
 
 from __future__ import annotations
@@ -18,6 +19,36 @@ import ast
 import importlib.util
 from pathlib import Path
 from typing import Callable, Sequence
+
+from mscl.defaults import (
+    AAPD_FRACTIONS,
+    AAPD_POLICIES,
+    CACHE_PREFIX_BATCH_SIZE,
+    CLAIM_ALPHA,
+    CLAIM_MARGIN,
+    CLAIM_REFERENCE,
+    DEBTAGS_EXCLUDED_FACETS,
+    DEBTAGS_FRACTIONS,
+    DEBTAGS_MIN_COUNT,
+    EMBED_BATCH_SIZE,
+    EXIT_STOPPED,
+    FASHION_MNIST_CANVAS_SIZE,
+    FASHION_MNIST_CLASS_EXPONENT,
+    FASHION_MNIST_MAX_ITEMS,
+    FASHION_MNIST_ROOT,
+    FASHION_MNIST_VAL_FRACTION,
+    LABEL_FORM_NAMES,
+    MAX_SEED,
+    MIMIC_CHUNK_ROWS,
+    MIMIC_DOWNLOAD_TIMEOUT_S,
+    MIMIC_LABEL_SPACES,
+    MISSING_POLICIES,
+    NUSWIDE_FRACTIONS,
+    VOC_DIFFICULT_POLICIES,
+    YEAST_POLICIES,
+    YEAST_VAL_FRACTION,
+)
+from mscl.layout import DEMO_KINDS, FIGURE_NAMES, MIMIC_VERSIONS, REPORT_ROLES, TABLE_NAMES
 
 AddOptions = Callable[[argparse.ArgumentParser], None]
 # command -> (description, module whose docstring's first paragraph is the description, options)
@@ -69,19 +100,12 @@ def parse_args(name: str, argv: Sequence[str] | None) -> argparse.Namespace:
 
 # ----------------------------------------------------------- options several commands share
 
-# numpy's legacy seeding (np.random.seed, which the runs seed too) takes 0 .. 2**32 - 1.
-MAX_SEED = 2**32 - 1
-
 
 def seed(text: str) -> int:
     """argparse type of every --seed: an integer in [0, MAX_SEED]."""
     if not text.isdigit() or int(text) > MAX_SEED:
         raise argparse.ArgumentTypeError(f"{text!r} is not a seed. Fix: give an integer from 0 to {MAX_SEED}")
     return int(text)
-
-
-
-MISSING_POLICIES = ("error", "drop")
 
 
 def add_image_arguments(parser: argparse.ArgumentParser, missing_default: str = "error") -> None:
@@ -127,9 +151,7 @@ def add_results_arguments(parser: argparse.ArgumentParser, artifact: str, exampl
 
 @command("fetch-mimic-splits", description="Copy or download the fixed MIMIC split lists and top-50 code list, verified by sha256.")
 def _fetch_mimic_splits(parser: argparse.ArgumentParser) -> None:
-    from mscl.data.mimic_splits import DOWNLOAD_TIMEOUT_S, VERSIONS
-
-    parser.add_argument("--version", required=True, choices=VERSIONS, help="which setting's lists")
+    parser.add_argument("--version", required=True, choices=MIMIC_VERSIONS, help="which setting's lists")
     parser.add_argument("--out", required=True, type=Path, help="folder to write the 7 files into")
     parser.add_argument("--source", type=Path, help="copy from this local folder (or its <version>/ subfolder) instead of downloading")
     parser.add_argument(
@@ -137,18 +159,12 @@ def _fetch_mimic_splits(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="skip the sha256 check (only for deliberately custom lists: results will not match the paper)",
     )
-    parser.add_argument("--timeout", type=float, default=DOWNLOAD_TIMEOUT_S, help="download timeout per file, seconds")
-
-
-MIMIC_LABEL_SPACES = ("train", "union")
-MIMIC_CHUNK_ROWS = 5_000  # notes per chunk: ~10-50 MB of text for MIMIC discharge summaries
+    parser.add_argument("--timeout", type=float, default=MIMIC_DOWNLOAD_TIMEOUT_S, help="download timeout per file, seconds")
 
 
 @command("prepare-mimic", doc_of="mscl.data.mimic")
 def _prepare_mimic(parser: argparse.ArgumentParser) -> None:
-    from mscl.data.mimic_splits import VERSIONS
-
-    parser.add_argument("--version", required=True, choices=VERSIONS, help="MIMIC-III, or MIMIC-IV with ICD-9 or ICD-10 codes")
+    parser.add_argument("--version", required=True, choices=MIMIC_VERSIONS, help="MIMIC-III, or MIMIC-IV with ICD-9 or ICD-10 codes")
     parser.add_argument("--root", required=True, type=Path, help="raw release folder (MIMIC-III: NOTEEVENTS.csv(.gz)...; MIMIC-IV: note/, hosp/)")
     parser.add_argument("--splits", required=True, type=Path, help="folder written by `fetch-mimic-splits` for this version")
     parser.add_argument("--out-full", required=True, type=Path, help="output folder of the full-code setting")
@@ -167,9 +183,6 @@ def _prepare_coco(parser: argparse.ArgumentParser) -> None:
     add_image_arguments(parser)
 
 
-VOC_DIFFICULT_POLICIES = ("include", "exclude")
-
-
 @command("prepare-voc", doc_of="mscl.data.voc")
 def _prepare_voc(parser: argparse.ArgumentParser) -> None:
     add_image_arguments(parser)
@@ -181,19 +194,10 @@ def _prepare_voc(parser: argparse.ArgumentParser) -> None:
     )
 
 
-NUSWIDE_FRACTIONS = (0.6, 0.2, 0.2)
-
-
 @command("prepare-nuswide", doc_of="mscl.data.nuswide")
 def _prepare_nuswide(parser: argparse.ArgumentParser) -> None:
     add_image_arguments(parser, missing_default="drop")
     add_fractions_argument(parser, NUSWIDE_FRACTIONS, "0.6 0.2 0.2")
-
-
-AAPD_POLICIES = ("resplit", "original")
-# The paper's split sizes in thousands of documents (Table "Statistics of datasets").
-AAPD_PAPER_COUNTS_K = (37.8, 6.7, 11.3)
-AAPD_FRACTIONS = tuple(count / sum(AAPD_PAPER_COUNTS_K) for count in AAPD_PAPER_COUNTS_K)
 
 
 @command("prepare-aapd", doc_of="mscl.data.aapd")
@@ -205,10 +209,6 @@ def _prepare_aapd(parser: argparse.ArgumentParser) -> None:
     add_fractions_argument(parser, AAPD_FRACTIONS, "the paper's 37.8k/6.7k/11.3k proportions, used by the re-split")
 
 
-YEAST_POLICIES = ("mulan", "seeded")
-YEAST_VAL_FRACTION = 0.2
-
-
 @command("prepare-yeast", doc_of="mscl.data.yeast")
 def _prepare_yeast(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, type=Path, help="output folder of the prepared manifest")
@@ -216,11 +216,6 @@ def _prepare_yeast(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--split", choices=YEAST_POLICIES, default="mulan", help="MULAN's train/test split (default, md5-checked) or a seeded re-split")
     parser.add_argument("--val-fraction", type=float, default=YEAST_VAL_FRACTION, help="share of the train pool carved out as val (default 0.2)")
     parser.add_argument("--seed", type=seed, default=0, help="seed of the val carve-out (default 0)")
-
-
-DEBTAGS_MIN_COUNT = 50
-DEBTAGS_EXCLUDED_FACETS = ("role", "special", "made-of")
-DEBTAGS_FRACTIONS = (0.7, 0.1, 0.2)
 
 
 def parse_facets(value: str) -> tuple[str, ...]:
@@ -249,14 +244,6 @@ def _prepare_debtags(parser: argparse.ArgumentParser) -> None:
     )
 
 
-FASHION_MNIST_ROOT = Path("/usr/share/datasets/fashion-mnist")
-FASHION_MNIST_GRID = 2  # cells per canvas side
-FASHION_MNIST_CANVAS_SIZE = 56
-FASHION_MNIST_MAX_ITEMS = FASHION_MNIST_GRID * FASHION_MNIST_GRID
-FASHION_MNIST_VAL_FRACTION = 0.1
-FASHION_MNIST_CLASS_EXPONENT = 1.0
-
-
 @command("prepare-fashion-mnist", doc_of="mscl.data.fashion_mnist")
 def _prepare_fashion_mnist(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--root", type=Path, default=FASHION_MNIST_ROOT, help=f"folder of the idx files (default {FASHION_MNIST_ROOT})")
@@ -268,21 +255,6 @@ def _prepare_fashion_mnist(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--canvas-size", type=int, default=FASHION_MNIST_CANVAS_SIZE, help="canvas side in pixels, a 2x2 grid of cells (default 56)")
     parser.add_argument("--max-items", type=int, default=FASHION_MNIST_MAX_ITEMS, help="items per canvas are uniform in 1..max (default 4)")
     parser.add_argument("--class-exponent", type=float, default=FASHION_MNIST_CLASS_EXPONENT, help="Zipf exponent of the class draw, 0 = uniform (default 1.0)")
-
-
-# make-demo KIND -> (module, generator function, default number of samples). Module imports stay
-# lazy (mscl.demo.generator_for) so that generating a text dataset never imports scikit-learn.
-# The image defaults give test splits of at least 500 images (COCO: val2014 halved; VOC: test
-# halved; NUS-WIDE: 20% of the labelled images on disk), so that one image moves a metric by at
-# most 0.2 points.
-DEMO_KINDS: dict[str, tuple[str, str, int]] = {
-    "coco": ("mscl.demo.images", "make_coco", 2500),
-    "voc": ("mscl.demo.images", "make_voc", 2080),
-    "nuswide": ("mscl.demo.images", "make_nuswide", 2640),
-    "aapd": ("mscl.demo.text", "make_aapd", 800),
-    "mimic3": ("mscl.demo.mimic", "make_mimic3", 600),
-    "mimic4": ("mscl.demo.mimic", "make_mimic4", 400),
-}
 
 
 @command("make-demo", description="Generate a small demo dataset from packaged real data, in the real raw format.")
@@ -319,32 +291,27 @@ def _make_tiny_models(parser: argparse.ArgumentParser) -> None:
     )
 
 
-EMBED_BATCH_SIZE = 64
+def add_encoder_pass_arguments(parser: argparse.ArgumentParser, encoders: str, out_help: str, batch_size: int, batch: str) -> None:
+    """The options of the commands that run an encoder once over a text manifest's splits
+    (embed-text, cache-prefix): the manifest, the encoder spec, the output and the batch size."""
+    parser.add_argument("--data", required=True, type=Path, help="prepared text manifest folder")
+    parser.add_argument("--encoder-spec", required=True, help=f"{encoders} (or a run spec): inline JSON starting with '{{' or a JSON/YAML file")
+    parser.add_argument("--out", required=True, type=Path, help=out_help)
+    parser.add_argument("--batch-size", type=int, default=batch_size, help=f"texts per {batch} (default {batch_size})")
 
 
 @command("embed-text", doc_of="mscl.data.embed")
 def _embed_text(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--data", required=True, type=Path, help="prepared text manifest folder")
-    parser.add_argument("--encoder-spec", required=True, help="hf encoder spec (or a run spec): inline JSON starting with '{' or a JSON/YAML file")
-    parser.add_argument("--out", required=True, type=Path, help="output folder of the embedded (tabular) manifest")
-    parser.add_argument("--batch-size", type=int, default=EMBED_BATCH_SIZE, help=f"texts per batch (default {EMBED_BATCH_SIZE})")
+    add_encoder_pass_arguments(parser, "hf encoder spec", "output folder of the embedded (tabular) manifest", EMBED_BATCH_SIZE, "batch")
 
 
 # ---------------------------------------------------------------------------- training
 
 
-CACHE_PREFIX_BATCH_SIZE = 64
-
-
 @command("cache-prefix", doc_of="mscl.train.prefix")
 def _cache_prefix(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--data", required=True, type=Path, help="prepared text manifest folder")
-    parser.add_argument("--encoder-spec", required=True, help="hf or plm_icd encoder spec with trainable_layers (or a run spec): inline JSON starting with '{' or a JSON/YAML file")
-    parser.add_argument("--out", required=True, type=Path, help="cache file to write (.pt)")
-    parser.add_argument("--batch-size", type=int, default=CACHE_PREFIX_BATCH_SIZE, help=f"texts per prefix batch (default {CACHE_PREFIX_BATCH_SIZE})")
-
-
-EXIT_STOPPED = 3  # pretrain --stop-after-epoch: the exit code of a deliberately interrupted run
+    encoders = "hf or plm_icd encoder spec with trainable_layers"
+    add_encoder_pass_arguments(parser, encoders, "cache file to write (.pt)", CACHE_PREFIX_BATCH_SIZE, "prefix batch")
 
 
 def add_run_arguments(parser: argparse.ArgumentParser, out_help: str, prefix_cache_use: str = "") -> None:
@@ -403,15 +370,6 @@ def _chance(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dataset", help="dataset name recorded in the spec (default: the --data folder's name)")
 
 
-# Paper columns an encoder is reported under (`collect --roles ENCODER=ROLE`).
-# `mlp` is the claim check's tabular encoder (docs/claim-check.md), not a paper column.
-ENCODER_ROLES = ("resnet", "roberta", "llama", "plm_icd", "mlp")
-# The label prior (`python -m mscl chance`) has no encoder: `collect` files it under this role.
-REFERENCE_ROLE = "reference"
-# Every role `collect --roles` accepts: the encoders' roles and the label prior's (chance=reference).
-REPORT_ROLES = (*ENCODER_ROLES, REFERENCE_ROLE)
-
-
 @command("collect", description="gather every run's metrics into one tidy CSV")
 def _collect(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--metrics", nargs="+", required=True, metavar="FILE", help="metrics.json of probe (or chance) runs; the run axes come from the spec recorded in each")
@@ -424,17 +382,17 @@ def _collect(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, type=Path, help="tidy CSV to write, e.g. results/metrics/all_runs.csv")
 
 
-TABLE_NAMES = ("image", "aapd", "mimic_full", "mimic_50", "sota", "ablation", "paper_vs_run", "cost")
-
-
 @command("table", description="one paper table (tex/csv/md/html) from the tidy results")
 def _table(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("name", choices=TABLE_NAMES)
     add_results_arguments(parser, "table", "cost")
-    parser.add_argument("--benchmarks", nargs="*", default=[], metavar="FILE", help="Snakemake benchmark TSVs (cost table)")
-
-
-FIGURE_NAMES = ("improvement", "std", "text_encoders", "mimic_dotplot", "mimic_heatstrip", "frequency_buckets", "batch_size", "relations")
+    parser.add_argument(
+        "--metrics",
+        nargs="*",
+        default=[],
+        metavar="FILE",
+        help="cost table: probe metrics.json of each run whose training jobs it counts (their benchmark files are found from the run)",
+    )
 
 
 @command("figure", description="one paper figure (pdf/png/html) from the tidy results")
@@ -466,11 +424,6 @@ def _readme_results(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--record", type=Path, default=Path("docs/results/demo_run.csv"), help="the record to write, or to check against (default docs/results/demo_run.csv)")
     parser.add_argument("--readme", type=Path, default=Path("README.md"), help="README holding the block between its markers (default README.md)")
     parser.add_argument("--check", action="store_true", help="only check that the README's block is the one the record gives (exit 1 if not)")
-
-
-CLAIM_REFERENCE = "simdissim"
-CLAIM_ALPHA = 0.05
-CLAIM_MARGIN = 0.01  # the equivalence margin (fraction): 1 point, declared in the protocol
 
 
 @command("claim-report", doc_of="mscl.report.claim")
@@ -510,10 +463,6 @@ def _eq12(parser: argparse.ArgumentParser) -> None:
 
 
 # ---------------------------------------------------------- benchmarks (`bench NAME`)
-
-
-# The label tensors `bench losses` times (the keys of mscl.bench.losses.LABEL_FORMS; a test checks).
-LABEL_FORM_NAMES = ("dense", "csr", "dense-bool")
 
 
 @command("bench losses", doc_of="mscl.bench.losses")

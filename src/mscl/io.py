@@ -144,6 +144,17 @@ def write_text(dest: str | Path, text: str) -> None:
         tmp.write_text(text, encoding="utf-8")
 
 
+def read_json(path: str | Path, what: str, fix_missing: str, fix_broken: str) -> Any:
+    """The JSON document at `path`; a missing file or invalid JSON is an InputError naming the
+    file (`what` it is) and the fix."""
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError(path, f"{what} not found", fix_missing) from None
+    except json.JSONDecodeError as error:
+        raise InputError(path, f"not valid JSON ({error.msg} at line {error.lineno})", fix_broken) from None
+
+
 def write_json(dest: str | Path, obj: Any) -> None:
     write_text(dest, json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
 

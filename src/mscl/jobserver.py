@@ -58,6 +58,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
 
+from mscl import cli
 from mscl.interrupt import GRACE_SECONDS, alive
 
 SOCKET_ENV = "MSCL_JOB_SERVER"
@@ -458,9 +459,9 @@ class Server:
         os.close(self._wakeup_write)
 
 
-def serve(path: str, owner_pid: int, preload: Sequence[str] = PRELOAD) -> int:
+def serve(path: str, owner_pid: int, run_command: Callable[[list[str]], int], preload: Sequence[str] = PRELOAD) -> int:
     """Bind `path`, import `preload`, fork a worker per request until `owner_pid` is gone.
-    In a worker, run the job instead and return its exit status."""
+    In a worker, run the job's command with `run_command` instead and return its exit status."""
     started_with = dict(os.environ)
     os.environ.update(SERVER_ENVIRONMENT)  # before any import reads it
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -480,7 +481,7 @@ def serve(path: str, owner_pid: int, preload: Sequence[str] = PRELOAD) -> int:
     if job is None:
         log(f"stopped after {server.served} jobs")
         return 0
-    return run_worker(job)
+    return run_worker(job, run_command)
 
 
 def _fork_with_signals_blocked() -> int:
@@ -555,16 +556,14 @@ def _remove_socket(path: str) -> None:
 # ------------------------------------------------------------------------- the worker's side
 
 
-def run_worker(job: Job) -> int:
+def run_worker(job: Job, run_command: Callable[[list[str]], int]) -> int:
     """In a fresh worker: become the job process, run its command, return its exit status.
 
     Exceptions, SystemExit and KeyboardInterrupt leave the way they leave `python -m mscl`:
     through the interpreter's normal exit (atexit handlers, stdio flushed)."""
     _become_job_process(job)
     try:
-        from mscl.__main__ import run
-
-        return run(job.request["argv"])
+        return run_command(job.request["argv"])
     finally:
         print(_usage_line(), file=sys.stderr, flush=True)
 
@@ -707,8 +706,8 @@ def start_for_workflow(enabled: bool, local: bool, isolated_environments: bool, 
     return server
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    from mscl import cli
-
+def main(argv: Sequence[str] | None, run_command: Callable[[list[str]], int]) -> int:
+    """`python -m mscl job-server`: `mscl.__main__` passes its `run`, which the workers call
+    with their jobs' arguments, as a job process would."""
     args = cli.parse_args("job-server", argv)
-    return serve(args.socket, args.owner_pid, args.preload or PRELOAD)
+    return serve(args.socket, args.owner_pid, run_command, args.preload or PRELOAD)

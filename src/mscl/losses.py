@@ -38,7 +38,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-DEFAULT_TEMPERATURE = 0.07
+from mscl.train.settings import DEFAULT_TEMPERATURE, RUN_LOSS_OPTIONS, LossSpec
+
 SIMDISSIM_FORMS = ("weighted", "literal")
 
 
@@ -353,8 +354,7 @@ class ContrastiveLoss(nn.Module):
 
     def __init__(self, temperature: float):
         super().__init__()
-        _check_temperature(temperature)
-        self.temperature = float(temperature)
+        self.temperature = float(temperature)  # checked by the LossSpec the loss is built from
 
     def extra_repr(self) -> str:
         return f"temperature={self.temperature}"
@@ -395,7 +395,7 @@ class PairLoss(ContrastiveLoss):
         self,
         name: str,
         weight_fn: Callable[[LabelOverlap], Tensor],
-        temperature: float = DEFAULT_TEMPERATURE,
+        temperature: float,
         log_weight_inside: bool = False,
     ):
         super().__init__(temperature)
@@ -441,7 +441,7 @@ class MulSupConLoss(ContrastiveLoss):
 
     name = "mulsupcon"
 
-    def __init__(self, temperature: float = DEFAULT_TEMPERATURE):
+    def __init__(self, temperature: float):
         super().__init__(temperature)
 
     def anchor_losses(self, z: Tensor, batch: BatchLabels, views: int, labels: Tensor) -> AnchorLosses:
@@ -488,7 +488,7 @@ class ClassPrototypeLoss(_PrototypeLoss):
 
     name = "proto"
 
-    def __init__(self, num_labels: int, dim: int, temperature: float = DEFAULT_TEMPERATURE):
+    def __init__(self, num_labels: int, dim: int, temperature: float):
         super().__init__(num_labels, dim, temperature)
 
     def anchor_losses(self, z: Tensor, batch: BatchLabels, views: int, labels: Tensor) -> AnchorLosses:
@@ -519,7 +519,7 @@ class MSCLoss(_PrototypeLoss):
         self,
         num_labels: int,
         dim: int,
-        temperature: float = DEFAULT_TEMPERATURE,
+        temperature: float,
         alpha: float = 1.0,
         beta: float = 0.1,
     ):
@@ -567,11 +567,6 @@ class SupervisedBCE(nn.Module):
         return F.binary_cross_entropy_with_logits(logits, targets)
 
 
-def _check_temperature(temperature: float) -> None:
-    if not temperature > 0:
-        raise ValueError(f"temperature must be > 0, got {temperature}")
-
-
 def _pair_loss(name: str, temperature: float, form: str = "weighted") -> PairLoss:
     if form not in SIMDISSIM_FORMS:
         raise ValueError(f"simdissim form must be one of {SIMDISSIM_FORMS}, got {form!r}")
@@ -609,17 +604,24 @@ def make_loss(name: str, **options) -> nn.Module:
     """Build a loss by name (`LOSSES`): all, any, mulsupcon, jaccard, sim, dissim, simdissim,
     eq12 (simdissim with form="literal"), proto, msc.
 
-    Options: ``temperature`` (default 0.07) for all; ``form`` for simdissim (``weighted``,
-    the default: the weight multiplies log p; ``literal``: the weight inside the log as
-    printed in the paper's Eq. 12, gradient-identical to ANY); ``num_labels`` and ``dim``
-    for proto and msc; ``alpha`` (1.0) and ``beta`` (0.1) for msc.
+    Options: ``temperature`` (default DEFAULT_TEMPERATURE, the paper's tau) for all; ``form``
+    for simdissim (``weighted``, the default: the weight multiplies log p; ``literal``: the
+    weight inside the log as printed in the paper's Eq. 12, gradient-identical to ANY);
+    ``num_labels`` and ``dim`` for proto and msc; ``alpha`` (1.0) and ``beta`` (0.1) for msc.
     """
-    if name not in LOSSES:
-        raise ValueError(f"unknown loss {name!r}; choose one of {', '.join(LOSS_NAMES)}")
-    build, takes = LOSSES[name]
-    allowed = takes | {"temperature"}
-    unknown = set(options) - allowed
-    if unknown:
-        raise ValueError(f"loss {name!r} does not take option(s) {sorted(unknown)}; it takes {sorted(allowed)}")
+    run_options = {key: options.pop(key) for key in RUN_LOSS_OPTIONS if key in options}
     temperature = options.pop("temperature", DEFAULT_TEMPERATURE)
-    return build(temperature=temperature, **options)
+    return build_loss(LossSpec(name, temperature, options), **run_options)
+
+
+def build_loss(spec: LossSpec, **run_options) -> nn.Module:
+    """The loss `spec` names, with its temperature and options, and the options the run fills
+    in (`num_labels` and `dim` of the prototype losses)."""
+    if spec.name not in LOSSES:
+        raise ValueError(f"unknown loss {spec.name!r}; choose one of {', '.join(LOSS_NAMES)}")
+    build, takes = LOSSES[spec.name]
+    options = {**spec.options, **run_options}
+    unknown = set(options) - takes
+    if unknown:
+        raise ValueError(f"loss {spec.name!r} does not take option(s) {sorted(unknown)}; it takes {sorted(takes | {'temperature'})}")
+    return build(temperature=spec.temperature, **options)

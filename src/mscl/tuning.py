@@ -23,14 +23,13 @@ Standard library only: the workflow imports this module while it builds the DAG.
 from __future__ import annotations
 
 import itertools
-import json
 import math
 import sys
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from mscl.errors import InputError
-from mscl.io import write_json
+from mscl.io import read_json, write_json
 
 # Tuning families: which grid of an encoder's `tune` block a method uses.
 BCE_FAMILY, CONTRASTIVE_FAMILY = "bce", "contrastive"
@@ -70,12 +69,7 @@ def grid_settings(grid: Mapping[str, Sequence[Any]]) -> dict[str, dict[str, Any]
 
 def read_tuning_run(path: Path, keys: Sequence[str], metric: str) -> dict[str, Any]:
     """One tuning run's probe metrics.json: its axes, its values of the tuned keys and its val metric."""
-    try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError(path, "metrics file not found", "run this tuning run's probe job first") from None
-    except json.JSONDecodeError as error:
-        raise InputError(path, f"not valid JSON ({error.msg})", "rerun this tuning run's probe job") from None
+    document = read_json(path, "metrics file", "run this tuning run's probe job first", "rerun this tuning run's probe job")
     spec, val = document.get("spec") or {}, document.get("val_best") or {}
     pretrain = spec.get("pretrain") or {}
     missing = [key for key in keys if key not in pretrain]

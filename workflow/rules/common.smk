@@ -10,12 +10,30 @@ from snakemake.logging import logger
 from snakemake.shell import shell as job_shell
 
 # Shared definitions: paths, the dataset -> source map, input functions, target lists.
-# No logic beyond that: everything else lives in the mscl package. The source checks come
-# from the checkout's own src/ (standard library only), whatever environment runs Snakemake.
+# No logic beyond that: everything else lives in the mscl package. The source checks, and the
+# run layout and the table, figure and demo names the commands share (mscl.layout), come from
+# the checkout's own src/ (standard library only), whatever environment runs Snakemake.
 sys.path.insert(0, os.path.join(workflow.basedir, "src"))
 from mscl.data.sources import LAYOUTS, SPLIT_LIST_FILES, source_problem, split_folder_problem
 from mscl.interrupt import stop_jobs_on_sigint, tie_jobs_to_this_process
 from mscl.jobserver import start_for_workflow
+from mscl.layout import (
+    CHANCE,
+    CLAIM_DATA_FILES,
+    CLAIM_FIGURE_NAMES,
+    DEMO_KINDS,
+    FIGURE_NAMES,
+    MIMIC_VERSIONS,
+    REFERENCE_ROLE,
+    RUN_NAME,
+    TABLE_NAMES,
+    TUNE_RUN_NAME,
+    job_benchmark,
+    job_log,
+    run_dir,
+    run_name,
+    tuning_dir,
+)
 from mscl.tuning import UNTRAINED_METHODS, family_of, grid_settings
 from mscl.train.settings import settings_problem
 
@@ -53,8 +71,6 @@ MODELS = config["paths"]["models"]
 # tiny: 2-layer RoBERTa/Llama for tests; paper_stand_ins: the paper's hub models at their class
 # and width, randomly initialised (config/paper_smoke.yaml).
 LOCAL_MODEL_SETS = {"tiny": "tiny", "paper_stand_ins": "paper"}  # folder under MODELS -> --set
-MIMIC_VERSIONS = ["mimic3", "mimic4_icd9", "mimic4_icd10"]
-DEMO_KINDS = ["coco", "voc", "nuswide", "aapd", "mimic3", "mimic4"]
 # Used with `--sdm conda`; otherwise jobs run in the environment snakemake runs in.
 CONDA_ENV = "../../envs/mscl.yaml"
 
@@ -115,10 +131,9 @@ def check_training_settings():
 
 check_training_settings()
 RUNS = experiment_runs()
-# One run's place, shared by its folder, its jobs' logs and benchmarks (run_log,
-# run_benchmark) and the lists of every run's files (every_run).
-RUN_NAME = "{dataset}/{encoder}/{loss}/bs{batch}/seed{seed}"
-RUN_DIR = f"{RESULTS}/runs/{RUN_NAME}"
+# One run's place (mscl.layout.RUN_NAME), shared by its folder, its jobs' logs and benchmarks
+# (run_log, run_benchmark) and the lists of every run's files (every_run).
+RUN_DIR = run_dir(RESULTS)
 
 
 # Equal tuning per method (the claim check, docs/claim-check.md; mscl.tuning). A run of an
@@ -127,9 +142,8 @@ RUN_DIR = f"{RESULTS}/runs/{RUN_NAME}"
 # `tuning.seeds`, at the block's `tune_batch_size` (default: the run's own batch size). Methods
 # in `tuning.reuse` take another method's choice (the ablations Sim-Dissim's); untrained
 # reference methods have nothing to tune. A tuning run lives under tuning/, with its setting
-# as a path component; the choice is tuning/.../bs{batch}/selected.json.
-TUNE_RUN_NAME = "{dataset}/{encoder}/{loss}/bs{batch}/{setting}/seed{seed}"
-TUNE_DIR = f"{RESULTS}/tuning/{TUNE_RUN_NAME}"
+# as a path component (mscl.layout.TUNE_RUN_NAME); the choice is tuning/.../bs{batch}/selected.json.
+TUNE_DIR = tuning_dir(RESULTS)
 SELECTION = f"{RESULTS}/tuning/{{dataset}}/{{encoder}}/{{loss}}/bs{{batch}}/selected.json"
 
 
@@ -433,13 +447,13 @@ def local_models_input(wildcards):
 
 def run_log(stage, name=RUN_NAME):
     """The log of a run's `stage` job (pretrain, probe); tuning runs pass TUNE_RUN_NAME."""
-    return f"{LOGS}/{stage}/{name}.log" if name == RUN_NAME else f"{LOGS}/tuning/{stage}/{name}.log"
+    return job_log(RESULTS, stage, name, tuning=name == TUNE_RUN_NAME)
 
 
 def run_benchmark(stage, name=RUN_NAME):
-    """The benchmark file of a run's `stage` job (pretrain, probe): mscl.report.cost reads the
-    run's axes from this path (tuning runs' files live under tuning/, which it does not read)."""
-    return f"{BENCHMARKS}/{stage}/{name}.tsv" if name == RUN_NAME else f"{BENCHMARKS}/tuning/{stage}/{name}.tsv"
+    """The benchmark file of a run's `stage` job (pretrain, probe): mscl.report.cost finds it
+    from the run by the same mscl.layout function (tuning runs' files live under tuning/)."""
+    return job_benchmark(RESULTS, stage, name, tuning=name == TUNE_RUN_NAME)
 
 
 def every_run(pattern):
@@ -456,9 +470,9 @@ def run_outputs(stage_file):
 # probe writes its outputs so that `collect` reads it as a run (encoder "chance", loss "chance",
 # bs0, seed0). "{loss}" only takes KNOWN_METHODS and "{encoder}" the configured encoders, so the
 # probe rule never claims these paths.
-CHANCE_DIR = f"{RESULTS}/runs/{{dataset}}/chance/chance/bs0/seed0/probe"
-# Its `collect --roles` entry (mscl.report.style: CHANCE=REFERENCE_ROLE).
-CHANCE_ROLE = "chance=reference"
+CHANCE_DIR = f"{run_dir(RESULTS, run_name('{dataset}', CHANCE, CHANCE, 0, 0))}/probe"
+# Its `collect --roles` entry.
+CHANCE_ROLE = f"{CHANCE}={REFERENCE_ROLE}"
 
 
 def chance_outputs(name):
@@ -471,13 +485,6 @@ def chance_outputs(name):
 
 def run_benchmarks(stage):
     return every_run(run_benchmark(stage))
-
-
-TABLES = ["image", "aapd", "mimic_full", "mimic_50", "sota", "ablation", "paper_vs_run", "cost"]
-FIGURES = [
-    "improvement", "std", "text_encoders", "mimic_dotplot", "mimic_heatstrip",
-    "frequency_buckets", "batch_size", "relations",
-]
 
 
 # The table/figure group whose configured batch size selects the runs shown; artifacts that
@@ -504,10 +511,8 @@ def batch_size_option(wildcards):
 # The claim check's artifacts (report.artifacts = claim): the data files of `claim-export`
 # (mscl.report.claim_data) and the statistics, sections and figures of `claim-report`
 # (mscl.report.claim). `make claim` copies them into docs/ (docs/claim-check.md).
-CLAIM_DATA = ["runs.csv", "batch_size.csv", "buckets.csv", "convergence.csv", "tuning.csv", "probes.csv"]
-CLAIM_FIGURES = ["claim_differences", "claim_convergence", "claim_batch_size", "claim_long_tail"]
 CLAIM_FILES = ["tests.csv", "batch_size_tests.csv", "long_tail_tests.csv", "claim_report.md"] + [
-    f"{name}.{ext}" for name in CLAIM_FIGURES for ext in ("pdf", "png")
+    f"{name}.{ext}" for name in CLAIM_FIGURE_NAMES for ext in ("pdf", "png")
 ]
 
 
@@ -523,9 +528,9 @@ def claim_train_stats(wildcards, input):
 def all_targets():
     targets = [f"{RESULTS}/tables/statistics.{ext}" for ext in ("tex", "csv", "md", "html")]
     if RUNS and config["report"]["artifacts"] == "claim":
-        targets += [f"{RESULTS}/claim_check/data/{name}" for name in CLAIM_DATA]
+        targets += [f"{RESULTS}/claim_check/data/{name}" for name in CLAIM_DATA_FILES]
         targets += [f"{RESULTS}/claim_check/{name}" for name in CLAIM_FILES]
     elif RUNS:
-        targets += [f"{RESULTS}/tables/{name}.{ext}" for name in TABLES for ext in ("tex", "csv", "md", "html")]
-        targets += [f"{RESULTS}/figures/{name}.{ext}" for name in FIGURES for ext in ("pdf", "png", "html")]
+        targets += [f"{RESULTS}/tables/{name}.{ext}" for name in TABLE_NAMES for ext in ("tex", "csv", "md", "html")]
+        targets += [f"{RESULTS}/figures/{name}.{ext}" for name in FIGURE_NAMES for ext in ("pdf", "png", "html")]
     return targets

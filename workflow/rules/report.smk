@@ -42,7 +42,7 @@ rule paper_table:
         md=f"{RESULTS}/tables/{{table}}.md",
         html=report(f"{RESULTS}/tables/{{table}}.html", caption="../report/tables.rst", category="Tables", labels={"table": "{table}"}),
     wildcard_constraints:
-        table="|".join(t for t in TABLES if t != "cost"),
+        table="|".join(t for t in TABLE_NAMES if t != "cost"),
     conda:
         CONDA_ENV
     log:
@@ -58,6 +58,7 @@ rule paper_table:
 
 rule cost_table:
     input:
+        metrics=run_outputs("probe/metrics.json"),  # the runs; their benchmarks are read beside
         pretrain=run_benchmarks("pretrain"),
         probe=run_benchmarks("probe"),
     output:
@@ -73,7 +74,7 @@ rule cost_table:
         prefix=lambda wildcards, output: os.path.splitext(output.tex)[0],
         ran=ran_line("cost", RUNS, NAMED_DATASETS, NAMED_ENCODERS, ENCODER_ROLE_OF),
     shell:
-        "python -m mscl table cost --benchmarks {input.pretrain} {input.probe} --out-prefix {params.prefix} > {log} 2>&1"
+        "python -m mscl table cost --metrics {input.metrics} --out-prefix {params.prefix} > {log} 2>&1"
 
 
 rule paper_figure:
@@ -84,7 +85,7 @@ rule paper_figure:
         png=f"{RESULTS}/figures/{{figure}}.png",
         html=report(f"{RESULTS}/figures/{{figure}}.html", caption="../report/figures.rst", category="Figures", labels={"figure": "{figure}"}),
     wildcard_constraints:
-        figure="|".join(FIGURES),
+        figure="|".join(FIGURE_NAMES),
     conda:
         CONDA_ENV
     log:
@@ -103,10 +104,10 @@ rule paper_figure:
 # (mscl.report.complete) and exists only if so.
 rule check_complete:
     input:
-        tables=[f"{RESULTS}/tables/{name}.csv" for name in TABLES if name != "cost"],
+        tables=[f"{RESULTS}/tables/{name}.csv" for name in TABLE_NAMES if name != "cost"],
         statistics=rules.statistics_table.output.csv,
         runs=rules.collect_runs.output,
-        figures=[f"{RESULTS}/figures/{name}.png" for name in FIGURES],
+        figures=[f"{RESULTS}/figures/{name}.png" for name in FIGURE_NAMES],
     output:
         f"{RESULTS}/complete.txt",
     conda:
@@ -115,7 +116,7 @@ rule check_complete:
         f"{LOGS}/report/check_complete.log",
     params:
         datasets=" ".join(config["datasets"]),
-        figures=" ".join(f"--figure {name}" + (f"={size}" if (size := report_batch_size(name)) else "") for name in FIGURES),
+        figures=" ".join(f"--figure {name}" + (f"={size}" if (size := report_batch_size(name)) else "") for name in FIGURE_NAMES),
     shell:
         "python -m mscl check-complete --tables {input.tables} --statistics {input.statistics} --datasets {params.datasets} "
         "--runs {input.runs} {params.figures} --out {output} > {log} 2>&1"
@@ -127,7 +128,7 @@ rule claim_export:
         selections=claim_selections(),
         stats=expand(f"{PROCESSED}/{{dataset}}/stats.json", dataset=sorted({run[0] for run in RUNS})),
     output:
-        [f"{RESULTS}/claim_check/data/{name}" for name in CLAIM_DATA],
+        [f"{RESULTS}/claim_check/data/{name}" for name in CLAIM_DATA_FILES],
     conda:
         CONDA_ENV
     log:
@@ -143,7 +144,7 @@ rule claim_export:
 
 rule claim_report:
     input:
-        [f"{RESULTS}/claim_check/data/{name}" for name in CLAIM_DATA],
+        [f"{RESULTS}/claim_check/data/{name}" for name in CLAIM_DATA_FILES],
     output:
         [
             report(f"{RESULTS}/claim_check/{name}", caption="../report/claim.rst", category="Claim check")

@@ -31,7 +31,7 @@ import pandas as pd
 
 from mscl import cli
 from mscl.errors import InputError
-from mscl.report.cost import job_benchmark
+from mscl.layout import benchmark_of_log
 
 STAMP = re.compile(r"^\[(\w{3} \w{3} +\d+ \d\d:\d\d:\d\d \d{4})\]$")
 RULE = re.compile(r"^(?:local)?rule (\w+):$")
@@ -101,10 +101,8 @@ def training_seconds(log_file: Path) -> float:
 
 def benchmark_seconds(log: str, results: Path, workdir: Path) -> float | None:
     """The job's wall seconds from its benchmark file ({results}/benchmarks/<same path>.tsv)."""
-    if not Path(log).is_relative_to(results / "logs"):
-        return None
-    path = job_benchmark(workdir / log)
-    return float(pd.read_csv(path, sep="\t")["s"].mean()) if path is not None and path.is_file() else None
+    path = benchmark_of_log(results, Path(log))
+    return float(pd.read_csv(workdir / path, sep="\t")["s"].mean()) if path is not None and (workdir / path).is_file() else None
 
 
 def breakdown(log_path: Path, results: Path, workdir: Path) -> tuple[pd.DataFrame, pd.DataFrame]:

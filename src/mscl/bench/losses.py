@@ -29,18 +29,18 @@ import torch.nn.functional as F
 from mscl import cli
 from mscl.bench.memory import current_rss_bytes, peak_rss_bytes, reset_peak_rss
 from mscl.losses import LOSS_NAMES, make_loss, pair_weights, weighted_neg_log_prob
+from mscl.train.settings import DEFAULT_TEMPERATURE as TEMPERATURE  # the losses' own default
 
 # Label cardinality per label-space size: MS-COCO-like for 80 labels, MIMIC-like (15.7 and
 # 16.1 codes per admission) for the MIMIC-III and MIMIC-IV ICD-10 Full label spaces.
 LABELS_PER_SAMPLE = {80: 3, 8692: 16, 25230: 16}
-TEMPERATURE = 0.07
 VIEWS = 2
 OVERHEAD_LOSSES = ("any", "mulsupcon", "simdissim")
 # The overview's rows unless --losses names others: every loss, then three variants.
 OVERVIEW_LOSSES = (*LOSS_NAMES, "simdissim:literal", "any:csr", "simdissim:csr")
 OVERHEAD_GOAL = 1.5  # loss / feature-only
 SIMDISSIM_GOAL = 1.10  # simdissim / any
-# The label tensors the bookkeeping table times, by --forms name (mscl.cli.LABEL_FORM_NAMES).
+# The label tensors the bookkeeping table times, by --forms name (mscl.defaults.LABEL_FORM_NAMES).
 LABEL_FORMS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "dense": lambda labels: labels,
     "csr": lambda labels: labels.to_sparse_csr(),

@@ -18,11 +18,10 @@ from typing import Any, Sequence
 import pandas as pd
 
 from mscl import cli
-from mscl.cli import AAPD_FRACTIONS as DEFAULT_FRACTIONS
-from mscl.data.manifest import SPLITS, write_dataset
+from mscl.defaults import AAPD_FRACTIONS as DEFAULT_FRACTIONS
+from mscl.data.manifest import SPLITS, provenance, write_dataset
 from mscl.data.splitting import check_fractions, fractional_split
 from mscl.errors import InputError
-from mscl.io import sha256_file
 
 FORMAT = "AAPD text_*/label_* line files"
 FIX_DOWNLOAD = "unpack the AAPD release (text_train, label_train, ... text_test, label_test) under --root"
@@ -102,21 +101,14 @@ def prepare(
         members = fractional_split(list(kept["id"]), fractions, seed)
     splits = {name: kept.loc[sorted(ids), ["id", "labels", "text"]].reset_index(drop=True) for name, ids in zip(SPLITS, members)}
     sources = [root / f"{kind}_{split}" for split in SPLITS for kind in ("text", "label")]
-    info = {
-        "dataset": "aapd",
-        "format": FORMAT,
-        "root": str(root.resolve()),
-        "seed": seed,
-        "policy": policy,
-        "split_policy": split_policy(policy, seed, fractions),
-        "fractions": list(fractions) if policy == "resplit" else None,
-        "source_counts": {split: int((pooled["source_split"] == split).sum()) for split in SPLITS},
-        "sources": {p.name: sha256_file(p) for p in sources},
-        "dropped": {
-            "documents_without_text": int(no_text.sum()),
-            "documents_without_labels": int((no_label & ~no_text).sum()),
-        },
-    }
+    info = provenance(
+        "aapd", FORMAT, root, seed, sources,
+        policy=policy,
+        split_policy=split_policy(policy, seed, fractions),
+        fractions=list(fractions) if policy == "resplit" else None,
+        source_counts={split: int((pooled["source_split"] == split).sum()) for split in SPLITS},
+        dropped={"documents_without_text": int(no_text.sum()), "documents_without_labels": int((no_label & ~no_text).sum())},
+    )  # fmt: skip
     return write_dataset(out, splits, info=info)
 
 

@@ -19,11 +19,10 @@ import pandas as pd
 from tqdm import tqdm
 
 from mscl import cli
-from mscl.data.images import keep_screened, require_path
-from mscl.data.manifest import write_dataset
+from mscl.data.images import image_checks, keep_screened, require_path
+from mscl.data.manifest import provenance, write_dataset
 from mscl.data.splitting import halve_held_out
 from mscl.errors import InputError
-from mscl.io import sha256_file
 
 SOURCE_SPLITS = ("train2014", "val2014")
 FORMAT = "MS-COCO 2014 instances JSON"
@@ -129,28 +128,18 @@ def prepare(root: Path, out: Path, seed: int, verify_images: bool = True, missin
     if vocabularies["val2014"] != categories:
         raise InputError(annotation_path(root, "val2014"), "categories differ from instances_train2014.json", "use annotation files of the same COCO release", field="categories")
 
-    frames, unannotated, missing, unreadable = {}, {}, 0, 0
+    frames, unannotated, screens = {}, {}, []
     for name in SOURCE_SPLITS:
         frame, unannotated[name] = source_frame(root, name, categories, loaded[name])
         frames[name], screen = keep_screened(root, frame, verify_images, missing_images, field="file_name")
-        missing += screen.missing
-        unreadable += screen.unreadable
+        screens.append(screen)
 
     splits = halve_held_out(frames["train2014"], frames["val2014"], seed)
-    info = {
-        "dataset": "coco",
-        "format": FORMAT,
-        "root": str(root.resolve()),
-        "seed": seed,
-        "split_policy": split_policy(seed),
-        "sources": {str(annotation_path(root, n).relative_to(root)): sha256_file(annotation_path(root, n)) for n in SOURCE_SPLITS},
-        "options": {"verify_images": verify_images, "missing_images": missing_images},
-        "dropped": {
-            "unannotated_images": unannotated,
-            "missing_images": missing,
-            "unreadable_images": unreadable,
-        },
-    }
+    options, dropped = image_checks(verify_images, missing_images, screens)
+    info = provenance(
+        "coco", FORMAT, root, seed, [annotation_path(root, name) for name in SOURCE_SPLITS],
+        split_policy=split_policy(seed), options=options, dropped={"unannotated_images": unannotated, **dropped},
+    )  # fmt: skip
     return write_dataset(out, splits, labels=list(categories.values()), info=info)
 
 

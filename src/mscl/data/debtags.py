@@ -53,20 +53,19 @@ import zlib
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 import pandas as pd
 
 from mscl import cli
-from mscl.cli import (
+from mscl.defaults import (
     DEBTAGS_EXCLUDED_FACETS as DEFAULT_EXCLUDED_FACETS,
     DEBTAGS_FRACTIONS as DEFAULT_FRACTIONS,
     DEBTAGS_MIN_COUNT as DEFAULT_MIN_COUNT,
 )
-from mscl.data.manifest import SPLITS, write_dataset
+from mscl.data.manifest import SPLITS, provenance, write_dataset
 from mscl.data.splitting import check_fractions
 from mscl.errors import InputError
-from mscl.io import sha256_file
 
 FORMAT = "Debian apt lists: Packages (Tag:) + Translation-en (Description-en:)"
 APT_HELPER = Path("/usr/lib/apt/apt-helper")
@@ -262,7 +261,40 @@ def prepare(
     package_files, translation_files = list_files(lists)
     tagged, names, stanzas = read_packages(package_files)
     texts = read_translations(translation_files)
+    joined, no_translation = join_descriptions(tagged, texts)
 
+    all_tags = Counter(tag for _, tags in joined.values() for tag in set(tags))
+    allowed = Counter({tag: n for tag, n in all_tags.items() if tag.split("::")[0] not in excluded})
+    vocabulary = sorted(tag for tag, n in allowed.items() if n >= min_count)
+    if not vocabulary:
+        raise InputError(lists, f"no tag reaches --min-count {min_count} after excluding facets {list(excluded)}", "lower --min-count or exclude fewer facets", field="--min-count")
+    splits, no_label_left, not_sampled = split_packages(joined, set(vocabulary), seed, fractions, sample_fraction)
+
+    info = provenance(
+        "debtags", FORMAT, lists, seed, [*package_files, *translation_files],
+        fractions=list(fractions),
+        sample_fraction=sample_fraction,
+        split_policy=(
+            f"by package name: sha256('{seed}:<name>'), first {HASH_BYTES} bytes as a fraction of 2**64, "
+            f"cut at the cumulative fractions {'/'.join(f'{f:g}' for f in fractions)} into train/val/test"
+        ),
+        label_space={
+            "min_count": min_count,
+            "excluded_facets": list(excluded),
+            "tags_on_joined_packages": len(all_tags),
+            "tags_in_allowed_facets": len(allowed),
+            "tags_kept": len(vocabulary),
+            "rule": "tags of allowed facets carried by at least min_count joined packages (all splits counted)",
+        },
+        join={"package_stanzas": stanzas, "package_names": len(names), "tagged_names": len(tagged), "translations": len(texts), "joined": len(joined)},
+        dropped={"untagged_packages": len(names) - len(tagged), "no_translation": no_translation, "no_label_left": no_label_left, "not_sampled": not_sampled},
+    )  # fmt: skip
+    return write_dataset(out, splits, labels=vocabulary, info=info)
+
+
+def join_descriptions(tagged: Mapping[str, Tagged], texts: Mapping[tuple[str, str], str]) -> tuple[dict[str, tuple[str, tuple[str, ...]]], int]:
+    """Name -> (English description, tags) of every tagged package whose description is in
+    Translation-en (matched by name and Description-md5), by name; and how many have none."""
     joined: dict[str, tuple[str, tuple[str, ...]]] = {}
     no_translation = 0
     for name in sorted(tagged):
@@ -272,14 +304,14 @@ def prepare(
             no_translation += 1
             continue
         joined[name] = (text, entry.tags)
+    return joined, no_translation
 
-    all_tags = Counter(tag for _, tags in joined.values() for tag in set(tags))
-    allowed = Counter({tag: n for tag, n in all_tags.items() if tag.split("::")[0] not in excluded})
-    vocabulary = sorted(tag for tag, n in allowed.items() if n >= min_count)
-    if not vocabulary:
-        raise InputError(lists, f"no tag reaches --min-count {min_count} after excluding facets {list(excluded)}", "lower --min-count or exclude fewer facets", field="--min-count")
-    kept_tags = set(vocabulary)
 
+def split_packages(
+    joined: Mapping[str, tuple[str, tuple[str, ...]]], kept_tags: set[str], seed: int, fractions: Sequence[float], sample_fraction: float
+) -> tuple[dict[str, pd.DataFrame], int, int]:
+    """The splits (id, labels = kept tags, text) of the joined packages that keep a tag and fall
+    in the sample, each split picked by the name hash; and the counts of the two dropped kinds."""
     rows: dict[str, list[dict[str, Any]]] = {name: [] for name in SPLITS}
     no_label_left = not_sampled = 0
     for name, (text, tags) in joined.items():
@@ -292,42 +324,7 @@ def prepare(
             continue
         rows[split_of(name, seed, fractions)].append({"id": name, "labels": labels, "text": text})
     splits = {name: pd.DataFrame(part, columns=["id", "labels", "text"]) for name, part in rows.items()}
-
-    info = {
-        "dataset": "debtags",
-        "format": FORMAT,
-        "root": str(lists.resolve()),
-        "seed": seed,
-        "fractions": list(fractions),
-        "sample_fraction": sample_fraction,
-        "split_policy": (
-            f"by package name: sha256('{seed}:<name>'), first {HASH_BYTES} bytes as a fraction of 2**64, "
-            f"cut at the cumulative fractions {'/'.join(f'{f:g}' for f in fractions)} into train/val/test"
-        ),
-        "label_space": {
-            "min_count": min_count,
-            "excluded_facets": list(excluded),
-            "tags_on_joined_packages": len(all_tags),
-            "tags_in_allowed_facets": len(allowed),
-            "tags_kept": len(vocabulary),
-            "rule": "tags of allowed facets carried by at least min_count joined packages (all splits counted)",
-        },
-        "join": {
-            "package_stanzas": stanzas,
-            "package_names": len(names),
-            "tagged_names": len(tagged),
-            "translations": len(texts),
-            "joined": len(joined),
-        },
-        "dropped": {
-            "untagged_packages": len(names) - len(tagged),
-            "no_translation": no_translation,
-            "no_label_left": no_label_left,
-            "not_sampled": not_sampled,
-        },
-        "sources": {p.name: sha256_file(p) for p in [*package_files, *translation_files]},
-    }
-    return write_dataset(out, splits, labels=vocabulary, info=info)
+    return splits, no_label_left, not_sampled
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -45,7 +45,7 @@ from PIL import Image
 from tqdm import tqdm
 
 from mscl import cli
-from mscl.cli import (
+from mscl.defaults import (
     FASHION_MNIST_CANVAS_SIZE as DEFAULT_CANVAS_SIZE,
     FASHION_MNIST_CLASS_EXPONENT as DEFAULT_CLASS_EXPONENT,
     FASHION_MNIST_GRID as GRID,  # cells per canvas side

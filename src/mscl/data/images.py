@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 import pandas as pd
 from PIL import Image
@@ -19,6 +19,14 @@ class ImageScreen:
     keep: list[bool]
     missing: int
     unreadable: int
+
+
+def image_checks(verify: bool, on_problem: str, screens: Sequence[ImageScreen]) -> tuple[dict[str, Any], dict[str, int]]:
+    """What an image parser records of its image checks: the options (--verify-images,
+    --missing-images) and the images its `screens` dropped, missing or unreadable."""
+    options = {"verify_images": verify, "missing_images": on_problem}
+    dropped = {"missing_images": sum(s.missing for s in screens), "unreadable_images": sum(s.unreadable for s in screens)}
+    return options, dropped
 
 
 def require_path(path: Path, what: str, fix: str) -> Path:

@@ -36,7 +36,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from mscl.errors import InputError
-from mscl.io import naming_a_full_disk, staging_folder, write_json, write_text
+from mscl.io import naming_a_full_disk, sha256_file, staging_folder, write_json, write_text
 
 SPLITS = ("train", "val", "test")
 CONTENT_COLUMNS = ("text", "path", "features")
@@ -287,6 +287,20 @@ class ManifestWriter:
         if self._staging is not None:
             shutil.rmtree(self._staging, ignore_errors=True)
             self._staging = None
+
+
+def provenance(dataset: str, format: str, root: Path, seed: int, sources: Sequence[Path], **details: Any) -> dict[str, Any]:
+    """What a parser records about its input in stats.json (`write_dataset`'s `info`): the
+    dataset, the raw format, the root folder read, the seed of the split, the sha256 of every
+    source file (named by its path under `root`), then the parser's own `details`."""
+    return {
+        "dataset": dataset,
+        "format": format,
+        "root": str(root.resolve()),
+        "seed": seed,
+        "sources": {path.relative_to(root).as_posix(): sha256_file(path) for path in sources},
+        **details,
+    }
 
 
 def write_dataset(

@@ -40,7 +40,7 @@ import pandas as pd
 from tqdm import tqdm
 
 from mscl import cli
-from mscl.cli import (
+from mscl.defaults import (
     MIMIC_CHUNK_ROWS as DEFAULT_CHUNK_ROWS,
     MIMIC_LABEL_SPACES as LABEL_SPACES,
 )

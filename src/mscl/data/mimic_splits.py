@@ -20,15 +20,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mscl import cli
+from mscl.defaults import MIMIC_DOWNLOAD_TIMEOUT_S as DOWNLOAD_TIMEOUT_S
 from mscl.errors import InputError
 from mscl.io import sha256_file, staging_folder
+from mscl.layout import MIMIC_VERSIONS as VERSIONS
 
 # Where pinned files are downloaded from; a module attribute so tests can point it at a
 # local server.
 RAW_BASE = "https://raw.githubusercontent.com"
-DOWNLOAD_TIMEOUT_S = 60.0
 
-VERSIONS = ("mimic3", "mimic4_icd9", "mimic4_icd10")
 SETTINGS = ("full", "50")
 TOP50_FILE = "top50_code_list.txt"
 # File-name split -> manifest split (the lists call validation "dev").

@@ -27,12 +27,11 @@ import pandas as pd
 from tqdm import tqdm
 
 from mscl import cli
-from mscl.cli import NUSWIDE_FRACTIONS as DEFAULT_FRACTIONS
-from mscl.data.images import require_path, screen_images
-from mscl.data.manifest import write_dataset
+from mscl.defaults import NUSWIDE_FRACTIONS as DEFAULT_FRACTIONS
+from mscl.data.images import image_checks, require_path, screen_images
+from mscl.data.manifest import provenance, write_dataset
 from mscl.data.splitting import check_fractions, fractional_split
 from mscl.errors import InputError
-from mscl.io import sha256_file
 
 FORMAT = "NUS-WIDE ImageList + Groundtruth/AllLabels"
 IMAGE_FOLDER = "Flickr"
@@ -149,23 +148,16 @@ def prepare(
     parts = fractional_split(list(frame["id"]), fractions, seed)
     splits = {name: frame.loc[sorted(part)].reset_index(drop=True) for name, part in zip(("train", "val", "test"), parts)}
     sources = [concepts_path(root), imagelist_path(root), *(labels_path(root, c) for c in concepts)]
-    info = {
-        "dataset": "nuswide",
-        "format": FORMAT,
-        "root": str(root.resolve()),
-        "seed": seed,
-        "split_policy": split_policy(seed, fractions),
-        "fractions": list(fractions),
-        "path_mapping": "Imagelist entry with backslashes -> Flickr/<concept folder>/<file> under root",
-        "sources": {str(p.relative_to(root)): sha256_file(p) for p in sources},
-        "listed_images": len(relpaths),
-        "options": {"verify_images": verify_images, "missing_images": missing_images},
-        "dropped": {
-            "unlabelled_images": int(len(relpaths) - labelled.size),
-            "missing_images": screen.missing,
-            "unreadable_images": screen.unreadable,
-        },
-    }
+    options, dropped = image_checks(verify_images, missing_images, [screen])
+    info = provenance(
+        "nuswide", FORMAT, root, seed, sources,
+        split_policy=split_policy(seed, fractions),
+        fractions=list(fractions),
+        path_mapping="Imagelist entry with backslashes -> Flickr/<concept folder>/<file> under root",
+        listed_images=len(relpaths),
+        options=options,
+        dropped={"unlabelled_images": int(len(relpaths) - labelled.size), **dropped},
+    )  # fmt: skip
     return write_dataset(out, splits, labels=concepts, info=info)
 
 

@@ -19,11 +19,10 @@ import pandas as pd
 from tqdm import tqdm
 
 from mscl import cli
-from mscl.data.images import keep_screened, require_path
-from mscl.data.manifest import write_dataset
+from mscl.data.images import image_checks, keep_screened, require_path
+from mscl.data.manifest import provenance, write_dataset
 from mscl.data.splitting import halve_held_out
 from mscl.errors import InputError
-from mscl.io import sha256_file
 
 FORMAT = "PASCAL VOC 2007 XML + ImageSets/Main"
 IMAGE_SETS = ("trainval", "test")
@@ -121,7 +120,7 @@ def prepare(
         rows[name], dropped[name] = read_set_rows(root, sets[name], difficult == "include")
     labels = vocabulary({n for name in IMAGE_SETS for row in rows[name] for n in row["names"]})
 
-    frames, missing, unreadable = {}, 0, 0
+    frames, screens = {}, []
     for name in IMAGE_SETS:
         frame = pd.DataFrame(
             [{"id": r["id"], "labels": [c for c in labels if c in r["names"]], "path": r["path"]} for r in rows[name]],
@@ -130,25 +129,17 @@ def prepare(
         if frame.empty:
             raise InputError(image_set_path(root, name), "no image of this set has a label", "check the annotations and the --difficult policy")
         frames[name], screen = keep_screened(root, frame, verify_images, missing_images, field="filename")
-        missing += screen.missing
-        unreadable += screen.unreadable
+        screens.append(screen)
 
     splits = halve_held_out(frames["trainval"], frames["test"], seed)
-    info = {
-        "dataset": "voc",
-        "format": FORMAT,
-        "root": str(root.resolve()),
-        "seed": seed,
-        "split_policy": split_policy(seed, difficult),
-        "sources": {str(image_set_path(root, n).relative_to(root)): sha256_file(image_set_path(root, n)) for n in IMAGE_SETS},
-        "annotation_files": sum(len(ids) for ids in sets.values()),
-        "options": {"difficult": difficult, "verify_images": verify_images, "missing_images": missing_images},
-        "dropped": {
-            "images_without_kept_objects": dropped,
-            "missing_images": missing,
-            "unreadable_images": unreadable,
-        },
-    }
+    options, screened_out = image_checks(verify_images, missing_images, screens)
+    info = provenance(
+        "voc", FORMAT, root, seed, [image_set_path(root, name) for name in IMAGE_SETS],
+        split_policy=split_policy(seed, difficult),
+        annotation_files=sum(len(ids) for ids in sets.values()),
+        options={"difficult": difficult, **options},
+        dropped={"images_without_kept_objects": dropped, **screened_out},
+    )  # fmt: skip
     return write_dataset(out, splits, labels=labels, info=info)
 
 

@@ -42,7 +42,7 @@ import numpy as np
 import pandas as pd
 
 from mscl import cli
-from mscl.cli import (
+from mscl.defaults import (
     YEAST_POLICIES as POLICIES,
     YEAST_VAL_FRACTION as DEFAULT_VAL_FRACTION,
 )

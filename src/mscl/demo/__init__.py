@@ -30,7 +30,7 @@ from typing import Any, Callable, Iterator, Sequence
 import numpy as np
 
 from mscl import cli
-from mscl.cli import DEMO_KINDS as KINDS  # kind -> (module, generator function, default samples)
+from mscl.layout import DEMO_KINDS as KINDS  # kind -> (module, generator function, default samples)
 from mscl.errors import InputError
 from mscl.io import staging_folder
 

@@ -141,8 +141,7 @@ class PLMICDEncoder(TopLayers, TextEncoder):
         num_labels: int,
         trainable_layers: int | None = None,
     ):
-        super().__init__(spec, tokenizer, max_length)
-        self.use_model(model, trainable_layers)
+        super().__init__(spec, model, tokenizer, max_length, trainable_layers)
         self.chunk_size = chunk_size
         init_std = getattr(model.config, "initializer_range", 0.02)
         self.label_attention = LabelWiseAttention(self.output_dim, attention_dim, num_labels, init_std)

@@ -200,6 +200,10 @@ class TopLayers:
     trainable_layers: int | None
     spec: dict[str, Any]
 
+    def __init__(self, spec: Mapping[str, Any], model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, max_length: int, trainable_layers: int | None):
+        super().__init__(spec, tokenizer, max_length)  # TextEncoder's: next in both encoders' method order
+        self.use_model(model, trainable_layers)
+
     def use_model(self, model: PreTrainedModel, trainable_layers: int | None) -> None:
         """Take `model` (output_dim = its hidden size) and freeze the prefix that
         `trainable_layers` leaves (nothing when it is None)."""
@@ -276,17 +280,8 @@ class HFEncoder(TopLayers, TextEncoder):
     module docstring, `prefix` and `forward`.
     """
 
-    def __init__(
-        self,
-        spec: Mapping[str, Any],
-        model: PreTrainedModel,
-        tokenizer: PreTrainedTokenizerBase,
-        max_length: int,
-        pooling: str,
-        trainable_layers: int | None = None,
-    ):
-        super().__init__(spec, tokenizer, max_length)
-        self.use_model(model, trainable_layers)
+    def __init__(self, spec: Mapping[str, Any], model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, max_length: int, pooling: str, trainable_layers: int | None = None):
+        super().__init__(spec, model, tokenizer, max_length, trainable_layers)
         self.pool = first_token if pooling == "cls" else masked_mean
 
     def prefix(self, tokens: Mapping[str, Tensor]) -> dict[str, Tensor]:

@@ -43,8 +43,8 @@ from mscl import cli
 from mscl.data.manifest import SPLITS, read_labels, read_split
 from mscl.errors import InputError
 from mscl.io import write_json
+from mscl.layout import CHANCE  # the label prior's method key and encoder name
 from mscl.metrics import evaluate, macro_f1_definition
-from mscl.report.style import CHANCE  # the label prior's method key and encoder name
 
 SELECT_METRIC = "micro_f1"  # nothing is selected (no epochs); recorded as the probe's default
 

@@ -47,17 +47,15 @@ from scipy import stats
 from mscl import cli
 from mscl.errors import InputError
 from mscl.io import write_text
+from mscl.layout import CLAIM_DATA_FILES, CLAIM_FIGURE_NAMES
 from mscl.report.style import COLUMN_WIDTH_IN, FULL_WIDTH_IN, dataset_name, method_colour, method_name, metric_name
 
-REFERENCE = "simdissim"
 PRIMARY_RIVALS = ("all", "any", "mulsupcon")
 ABLATIONS = ("sim", "dissim")
 REFERENCE_METHODS = ("none", "bce", "logreg")
 FAMILIES = {"primary": PRIMARY_RIVALS, "ablation": ABLATIONS, "reference": REFERENCE_METHODS}
 METRICS = ("map", "micro_f1", "macro_f1", "macro_auc")  # map first: the headline metric
 HEADLINE = "map"
-ALPHA = 0.05
-MARGIN = 0.01  # the equivalence margin: 1 point, declared in the protocol before any run
 POWER = 0.8
 CONFIDENCE = 0.95
 BETTER, WORSE, INCONCLUSIVE = "better", "worse", "inconclusive"
@@ -65,7 +63,6 @@ TEST_COLUMNS = (
     "dataset", "comparison", "metric", "family", "n", "mean_diff", "sd_diff", "ci_low", "ci_high", "p", "p_holm",
     "holm_family_size", "margin", "p_tost", "p_tost_holm", "mde80", "verdict",
 )  # fmt: skip
-DATA_FILES = ("runs.csv", "batch_size.csv", "buckets.csv", "convergence.csv", "tuning.csv", "probes.csv")
 BLOCK = re.compile(r"(<!-- claim-report:(?P<name>[a-z_]+) -->\n)(?P<body>.*?)(<!-- /claim-report:(?P=name) -->)", re.DOTALL)
 
 
@@ -155,7 +152,7 @@ def adjust_families(frame: pd.DataFrame, alpha: float, margin: float, family_key
 def load_data(data_dir: Path) -> dict[str, pd.DataFrame]:
     """The claim-export files as frames; InputError naming a missing or malformed one."""
     frames = {}
-    for name in DATA_FILES:
+    for name in CLAIM_DATA_FILES:
         path = Path(data_dir) / name
         try:
             frames[name.removesuffix(".csv")] = pd.read_csv(path)
@@ -693,8 +690,8 @@ def write_report(data_dir: Path, out_dir: Path, figures_dir: Path | None, refere
         "claim_batch_size": lambda: batch_size_figure(frames["batch_size"], reference),
         "claim_long_tail": lambda: long_tail_figure(tail_tests),
     }
-    for name, draw in figures.items():
-        save_figure(draw(), Path(figures_dir or out_dir) / name)
+    for name in CLAIM_FIGURE_NAMES:
+        save_figure(figures[name](), Path(figures_dir or out_dir) / name)
     return generated, tests
 
 

@@ -39,7 +39,8 @@ import numpy as np
 
 from mscl import cli
 from mscl.errors import InputError
-from mscl.io import write_text
+from mscl.io import read_json, write_text
+from mscl.layout import CLAIM_DATA_FILES
 from mscl.metrics import bucket_macro_f1, head_tail_split, macro_f1_definition, macro_f1_key, per_label_auc_and_ap
 from mscl.report.collect import HEAD_SHARE, read_metrics_json, read_test_scores, read_train_counts
 
@@ -51,7 +52,6 @@ CONVERGENCE_COLUMNS = ("dataset", "method", "seed", "epoch", "val_map_readout", 
 TUNING_COLUMNS = ("dataset", "method", "batch_size", "setting", "seed", "metric", "value", "chosen")
 PROBE_COLUMNS = ("dataset", "method", "seed", "best_epoch", "epochs", "commit")
 SPLIT_SECTIONS = {"val": "val_best", "test": "test"}
-FILES = ("runs.csv", "batch_size.csv", "buckets.csv", "convergence.csv", "tuning.csv", "probes.csv")
 
 
 # ----------------------------------------------------------------------------- reading
@@ -61,13 +61,8 @@ def run_commit(probe_dir: Path) -> str:
     """The mscl commit that made a run: probe and pretrain versions.json must agree."""
     commits = set()
     for folder in (probe_dir, probe_dir.parent / "pretrain"):
-        path = folder / "versions.json"
-        try:
-            commits.add(json.loads(path.read_text(encoding="utf-8")).get("mscl_commit") or "unknown")
-        except FileNotFoundError:
-            raise InputError(path, "versions.json not found", "rerun this run's jobs") from None
-        except json.JSONDecodeError:
-            raise InputError(path, "not valid JSON", "rerun this run's jobs") from None
+        versions = read_json(folder / "versions.json", "versions.json", "rerun this run's jobs", "rerun this run's jobs")
+        commits.add(versions.get("mscl_commit") or "unknown")
     if len(commits) > 1:
         raise InputError(probe_dir, f"pretrain and probe were made by different commits {sorted(commits)}", "rerun the run's probe (delete its probe/ folder)", field="mscl_commit")
     return commits.pop()
@@ -146,10 +141,8 @@ def convergence_rows(run: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 
 def tuning_rows(selection_path: Path) -> list[dict[str, Any]]:
-    try:
-        selection = json.loads(selection_path.read_text(encoding="utf-8"))
-    except (FileNotFoundError, json.JSONDecodeError) as error:
-        raise InputError(selection_path, f"cannot read the selection ({type(error).__name__})", "rerun `python -m mscl select-setting`") from None
+    fix = "rerun `python -m mscl select-setting`"
+    selection = read_json(selection_path, "tuning selection", fix, fix)
     rows = []
     for entry in selection["grid"]:
         for seed, value in sorted(entry["per_seed"].items(), key=lambda item: int(item[0])):
@@ -178,7 +171,7 @@ def sort_key(row: Mapping[str, Any]) -> tuple:
 
 
 def export(metrics_paths: Sequence[Path], selections: Sequence[Path], train_stats: Mapping[str, Path], out_dir: Path, allow_mixed_commits: bool = False) -> dict[str, int]:
-    """Write FILES into out_dir; return the row count of each."""
+    """Write CLAIM_DATA_FILES (mscl.layout) into out_dir; return the row count of each."""
     runs = [read_run(Path(path)) for path in metrics_paths]
     if not runs:
         raise InputError(None, "no runs given", "pass every test run's probe metrics.json with --metrics", field="--metrics")
@@ -204,8 +197,8 @@ def export(metrics_paths: Sequence[Path], selections: Sequence[Path], train_stat
         "probes.csv": (sorted(({"dataset": r["dataset"], "method": r["loss"], "seed": r["seed"], **r["probe"], "commit": r["commit"]} for r in main), key=sort_key), PROBE_COLUMNS),
     }
     out_dir.mkdir(parents=True, exist_ok=True)
-    for name, (rows, columns) in tables.items():
-        write_text(out_dir / name, csv_text(rows, columns))
+    for name in CLAIM_DATA_FILES:
+        write_text(out_dir / name, csv_text(*tables[name]))
     if len(commits) > 1:
         print(f"claim-export: WARNING: the runs come from {len(commits)} commits {commits} (--allow-mixed-commits)", file=sys.stderr)
     return {name: len(rows) for name, (rows, _) in tables.items()}

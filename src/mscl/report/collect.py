@@ -49,7 +49,7 @@ import pyarrow.parquet as pq
 
 from mscl import cli
 from mscl.errors import InputError
-from mscl.io import atomic_path
+from mscl.io import atomic_path, read_json
 from mscl.metrics import DEFAULT_THRESHOLD, MACRO_F1_CAML, MACRO_F1_DEFINITIONS, bucket_macro_f1, macro_f1_definition, macro_f1_key, macro_f1_variants
 from mscl.report.names import Named, WhatRan
 from mscl.report.style import CHANCE, ENCODER_ROLES, REFERENCE_ROLE, REPORT_ROLES
@@ -74,12 +74,7 @@ SPEC_AXES = {"dataset": "dataset", "encoder": "encoder_name", "loss": "loss", "b
 def read_metrics_json(path: str | Path) -> dict[str, Any]:
     """Load a probe's metrics.json; InputError if it is missing, unreadable or has no test metrics."""
     path = Path(path)
-    try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError(path, "metrics file not found", "run the probe job of this run first") from None
-    except json.JSONDecodeError as error:
-        raise InputError(path, f"not valid JSON ({error.msg} at line {error.lineno})", "re-run the probe job") from None
+    document = read_json(path, "metrics file", "run the probe job of this run first", "re-run the probe job")
     if not isinstance(document, dict) or not isinstance(document.get("test"), dict):
         raise InputError(path, "no 'test' metrics object", "re-run the probe job", field="test")
     return document

@@ -45,7 +45,7 @@ import pandas as pd
 from scipy import stats as scipy_stats
 
 from mscl import cli
-from mscl.cli import FIGURE_NAMES  # noqa: F401  (the names `figure NAME` accepts: FIGURES' keys)
+from mscl.layout import FIGURE_NAMES  # noqa: F401  (the names `figure NAME` accepts: FIGURES' keys)
 from mscl.errors import InputError
 from mscl.io import atomic_path, write_text
 from mscl.metrics import macro_f1_definition

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from mscl.cli import ENCODER_ROLES, REFERENCE_ROLE, REPORT_ROLES  # noqa: F401  (the roles `collect --roles` accepts)
 from mscl.data.stats_table import DISPLAY_NAMES as DATASET_DISPLAY_NAMES
+from mscl.layout import CHANCE, ENCODER_ROLES, REFERENCE_ROLE, REPORT_ROLES  # noqa: F401  (the roles `collect --roles` accepts)
 from mscl.metrics import DATASET_FAMILIES, FAMILY_MACRO_F1, MACRO_F1_CAML, MACRO_F1_PER_CLASS
 
 # Loss keys in the paper's row order (Table "results-image"), then the ablation variants.
@@ -26,14 +26,12 @@ BASELINE_METHODS = ("none", "bce")
 CLAIM_EXTRA_METHODS = ("eq12", "logreg")
 # Every method in report order: the paper's methods, Eq. 12, then the baselines (claim-check tables).
 ALL_METHOD_ORDER = (*METHOD_ORDER, "eq12", *BASELINE_METHODS, "logreg")
-# The label-prior predictor (`python -m mscl chance`): its method key and encoder name. It has no
-# encoder, so `collect` files it under its own role, REFERENCE_ROLE, and the tables look it up
-# there whatever the column's encoder; it has no batch size either (bs0), so every batch-size
-# selection keeps it.
-CHANCE = "chance"
 # The reference rows the results tables show below the losses, when the results have them: the
 # floor (label prior), the encoder before pretraining, and supervised training. Never bold and
-# never part of a "best" or improvement computation.
+# never part of a "best" or improvement computation. The label prior (`python -m mscl chance`,
+# method and encoder CHANCE) has no encoder, so `collect` files it under its own role,
+# REFERENCE_ROLE, and the tables look it up there whatever the column's encoder; it has no
+# batch size either (bs0), so every batch-size selection keeps it.
 REFERENCE_METHODS = (CHANCE, *BASELINE_METHODS)
 METHOD_DISPLAY_NAMES = {
     "all": "ALL",

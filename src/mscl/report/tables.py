@@ -1,7 +1,7 @@
 """The paper's tables, regenerated from a run's tidy results (LaTeX + CSV + Markdown + HTML).
 
 `python -m mscl table NAME --runs results/metrics/all_runs.csv --out-prefix results/tables/NAME
-[--batch-size B] [--benchmarks FILE...]` writes `<prefix>.tex` (a booktabs tabular to \\input
+[--batch-size B] [--metrics FILE...]` writes `<prefix>.tex` (a booktabs tabular to \\input
 into a table float, its caption and notes as a footnote-size paragraph under it; needs booktabs
 and amssymb), `<prefix>.csv` (exact numbers, one row per cell), `<prefix>.md` and `<prefix>.html`
 (a standalone page for `snakemake --report`), each atomically and only after all four are rendered.
@@ -50,7 +50,7 @@ from typing import Any, Callable, Sequence
 import pandas as pd
 
 from mscl import cli
-from mscl.cli import TABLE_NAMES  # noqa: F401  (the names `table NAME` accepts; the docstrings refer to it)
+from mscl.layout import TABLE_NAMES  # noqa: F401  (the names `table NAME` accepts; the docstrings refer to it)
 from mscl.data.stats_table import latex_escape
 from mscl.errors import InputError
 from mscl.io import write_text
@@ -484,6 +484,33 @@ def not_run_table(name: str, title: str, shows: str, records: pd.DataFrame) -> T
     return Table(name, [Column((Label(""),), "l")], [[Label(line)]], records, [], title, shows + ".")
 
 
+def show_seed_counts(shown: Sequence[ValueCell]) -> None:
+    """Each trained cell shows its n when the shown trained cells average different numbers of
+    seeds (else the caption says the one n)."""
+    mixed = len({c.seeds for c in shown if is_result(c) and c.record.get("method") != CHANCE}) > 1
+    for cell in shown:
+        cell.show_n = mixed and is_result(cell) and cell.record.get("method") != CHANCE
+
+
+def left_out_columns(what: WhatRan, value_columns: Sequence[ValueColumn], keep: Sequence[int]) -> list[str]:
+    """The names of the columns a grid table leaves out (those not in `keep`), each once."""
+    kept_groups = {_column_group(value_columns[j]) for j in keep}
+    return list(
+        dict.fromkeys(
+            _left_out_column(what, spec, whole_group=_column_group(spec) not in kept_groups)
+            for j, spec in enumerate(value_columns)
+            if j not in keep
+        )
+    )
+
+
+def _left_out(columns: Sequence[str], blocks: Sequence[str], rows: Sequence[str]) -> list[str]:
+    """The parts of the "left out" note: columns, the paper's blocks, rows (each row once)."""
+    parts = [f"columns {', '.join(columns)}"] if columns else []
+    parts += [f"the paper's blocks {', '.join(blocks)}"] if blocks else []
+    return parts + ([f"rows {', '.join(dict.fromkeys(rows))}"] if rows else [])
+
+
 def grid_table(
     name: str,
     index: dict[CellKey, CellStat],
@@ -522,15 +549,6 @@ def grid_table(
     keep = [j for j in range(len(value_columns)) if any(is_result(cells[j]) for _, rows, refs in built for method, cells in rows + refs if method != CHANCE)]
     if not keep:
         return not_run_table(name, title, shows, records_frame(name, every_cell))
-    kept_groups = {_column_group(value_columns[j]) for j in keep}
-    left_out_columns = list(
-        dict.fromkeys(
-            _left_out_column(what, spec, whole_group=_column_group(spec) not in kept_groups)
-            for j, spec in enumerate(value_columns)
-            if j not in keep
-        )
-    )
-
     body: list[BodyItem] = []
     shown: list[ValueCell] = []
     shown_references: list[str] = []
@@ -560,16 +578,12 @@ def grid_table(
         shown += [cell for _, cells in kept_rows + references for cell in cells]
         shown_references += [method for method, _ in references]
         pairs += [(cell.record["dataset"], cell.record["encoder_role"]) for _, cells in kept_rows + references for cell in cells if is_result(cell)]
-    mixed = len({c.seeds for c in shown if is_result(c) and c.record.get("method") != CHANCE}) > 1
-    for cell in shown:
-        cell.show_n = mixed and is_result(cell) and cell.record.get("method") != CHANCE
+    show_seed_counts(shown)
     notes = definition_notes([value_columns[j].dataset for j in keep if value_columns[j].metric == "macro_f1"])
     notes.append(bold_note(shown, bold_scope))
     if any(c.status == "not_run" for c in shown):
         notes.append(NOT_RUN_NOTE)
-    left_out = [f"columns {', '.join(left_out_columns)}"] if left_out_columns else []
-    left_out += [f"the paper's blocks {', '.join(left_out_blocks)}"] if left_out_blocks else []
-    left_out += [f"rows {', '.join(dict.fromkeys(left_out_rows))}"] if left_out_rows else []
+    left_out = _left_out(left_out_columns(what, value_columns, keep), left_out_blocks, left_out_rows)
     if left_out:
         notes.append("left out, not run in this configuration (outside its grid): " + "; ".join(left_out))
     notes += reference_notes(shown_references)
@@ -847,16 +861,17 @@ def paper_vs_run_table(index: dict[CellKey, CellStat], what: WhatRan) -> Table:
 # ----------------------------------------------------------------------- cost table
 
 
-def cost_table(benchmarks: Sequence[str | Path]) -> Table:
-    """Compute cost per rule x dataset x encoder from Snakemake benchmark files."""
-    frame = cost_frame(benchmarks)
+def cost_table(metrics: Sequence[str | Path]) -> Table:
+    """Compute cost per rule x dataset x encoder from the benchmark files of the runs whose
+    probe metrics.json files are `metrics` (mscl.report.cost)."""
+    frame = cost_frame(metrics)
     columns = [Column((Label(t),), a) for t, a in (("Rule", "l"), ("Dataset", "l"), ("Encoder", "l"), ("Jobs", "r"), ("CPU h", "r"), ("Wall h", "r"), ("Max RSS (GB)", "r"))]
     body: list[BodyItem] = [
         [Label(row.rule), Label(row.dataset), Label(row.encoder), Label(str(row.jobs)), *(Label(_format_amount(v, 3)) for v in (row.cpu_hours, row.wall_hours)), Label(_format_amount(row.max_rss_gb, 2))]
         for row in frame.itertuples(index=False)
     ]
     note = "hours summed over jobs (a job's repeats averaged); max RSS is the largest over jobs"
-    notes = [note] if len(frame) else ["no benchmark files given", note]
+    notes = [note] if len(frame) else ["no runs given", note]
     caption = "Compute cost of this run's training jobs, from Snakemake's benchmark files, per rule, dataset and encoder (the config's keys)."
     return Table("cost", columns, body, frame, notes, "Computing cost (paper appendix)", caption)
 
@@ -868,10 +883,11 @@ def _format_amount(value: float, decimals: int) -> str:
 # --------------------------------------------------------------------------- driver
 
 
-def build_table(name: str, runs: pd.DataFrame | None, batch_size: int | None = None, benchmarks: Sequence[str | Path] = ()) -> Table:
-    """Build table `name` (one of TABLE_NAMES) from the tidy runs (not needed for 'cost')."""
+def build_table(name: str, runs: pd.DataFrame | None, batch_size: int | None = None, metrics: Sequence[str | Path] = ()) -> Table:
+    """Build table `name` (one of TABLE_NAMES) from the tidy runs; 'cost' from the runs'
+    probe metrics.json files `metrics` instead."""
     if name == "cost":
-        return cost_table(benchmarks)
+        return cost_table(metrics)
     if runs is None:
         raise InputError(None, f"table {name!r} needs the run results", "pass --runs results/metrics/all_runs.csv", field="--runs")
     index = cell_index(runs, "test", batch_size)
@@ -900,7 +916,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """CLI entry point (see the module docstring)."""
     args = cli.parse_args("table", argv)
     runs = load_runs(args.runs) if args.runs else None
-    table = build_table(args.name, runs, args.batch_size, args.benchmarks)
+    table = build_table(args.name, runs, args.batch_size, args.metrics)
     write_table(table, args.out_prefix)
     print(f"table: wrote {args.out_prefix}.{{tex,csv,md,html}} ({args.name})")
     return 0

@@ -42,12 +42,12 @@ from torch import Tensor, nn
 from tqdm import tqdm
 
 from mscl import cli
-from mscl.cli import EXIT_STOPPED
+from mscl.defaults import EXIT_STOPPED
 from mscl.data.manifest import read_labels
 from mscl.errors import InputError
 from mscl.interrupt import exit_on_sigterm
 from mscl.io import write_json, write_text
-from mscl.losses import PROTOTYPE_LOSSES, SupervisedBCE, make_loss
+from mscl.losses import PROTOTYPE_LOSSES, SupervisedBCE, build_loss
 from mscl.train.augment import color_views
 from mscl.train.features import VIEW_KEYS, extract_features, text_inputs
 from mscl.train.monitor import ridge_readout_map
@@ -70,13 +70,8 @@ from mscl.train.spec import FOLDER_KINDS, UNTRAINED_METHODS, RunSpec, load_spec
 # Seconds of training a killed job may lose. Checkpointing every epoch cost more than the
 # training itself for small models: a yeast MLP run (150 epochs of 0.2 s) wrote 730 MB of
 # checkpoints and spent 23 of its 37 s waiting on the disk. The cadence never changes results.
-# The environment variable MSCL_CHECKPOINT_INTERVAL_S overrides it (0: every epoch), read when
-# the job runs: a job-server worker imported this module before it had the job's environment.
+# The environment variable MSCL_CHECKPOINT_INTERVAL_S overrides it (0: every epoch).
 CHECKPOINT_INTERVAL_S = 60.0
-
-
-def checkpoint_interval_s() -> float:
-    return float(os.environ.get("MSCL_CHECKPOINT_INTERVAL_S", CHECKPOINT_INTERVAL_S))
 CHECKPOINT_FORMAT = 1
 # val_map_readout: the convergence monitor's val mAP (mscl.train.monitor), empty in epochs it skips.
 LOG_COLUMNS = ("epoch", "steps", "loss", "lr", "samples_per_second", "seconds", "val_map_readout")
@@ -182,14 +177,12 @@ def build_model(spec: RunSpec, num_labels: int, device: torch.device) -> tuple[n
     from mscl.models import ProjectionHead
 
     encoder = encoder_from_spec(spec, num_labels)
-    if spec.loss == "bce":
+    if spec.loss.name == "bce":
         return encoder.to(device), nn.Linear(encoder.output_dim, num_labels).to(device), SupervisedBCE().to(device)
     head = ProjectionHead(encoder.output_dim, spec.pretrain.projection_dim)
-    options = {**spec.loss_options, "temperature": spec.pretrain.temperature}
-    if spec.loss in PROTOTYPE_LOSSES:
-        options.update(num_labels=num_labels, dim=spec.pretrain.projection_dim)
+    run_options = {"num_labels": num_labels, "dim": spec.pretrain.projection_dim} if spec.loss.name in PROTOTYPE_LOSSES else {}
     try:
-        loss_fn = make_loss(spec.loss, **options)
+        loss_fn = build_loss(spec.loss, **run_options)
     except ValueError as error:
         raise InputError("--spec", str(error), "fix loss_options", field="loss_options")
     return encoder.to(device), head.to(device), loss_fn.to(device)
@@ -201,7 +194,7 @@ def encoder_from_spec(spec: RunSpec, num_labels: int) -> nn.Module:
     from mscl.models import build_encoder
 
     try:
-        if spec.loss == "logreg":
+        if spec.loss.name == "logreg":
             from mscl.models.inputs import input_features
 
             return input_features(spec.encoder, spec.pretrain.image_size)
@@ -466,12 +459,13 @@ def save_initial_encoder(spec: RunSpec, num_labels: int, out: Path, device: torc
     write_json(out / "resolved_spec.json", spec.to_dict())
     write_json(out / "versions.json", software_versions(device, precision))
     save_checkpoint(out / "encoder.pt", trainable_state(encoder))
-    print(f"pretrain: method {spec.loss!r}: saved the encoder as initialised (no training)", file=sys.stderr)
+    print(f"pretrain: method {spec.loss.name!r}: saved the encoder as initialised (no training)", file=sys.stderr)
     return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = cli.parse_args("pretrain", argv)
+    checkpoint_interval_s = float(os.environ.get("MSCL_CHECKPOINT_INTERVAL_S", CHECKPOINT_INTERVAL_S))
     exit_on_sigterm("pretrain: stopped by SIGTERM; the last epoch checkpoint stays and a rerun resumes from it")
     spec = load_spec(args.spec, args.selected)
     vocabulary, train = validate_inputs(spec, args.data)
@@ -481,7 +475,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     device = pick_device()
     precision = resolve_precision(cfg.precision, device)
     generator = seed_everything(spec.seed)
-    if spec.loss in UNTRAINED_METHODS:
+    if spec.loss.name in UNTRAINED_METHODS:
         return save_initial_encoder(spec, len(vocabulary), args.out, device, precision)
     steps_per_epoch = steps_per_epoch_for(len(train), spec.batch_size, cfg.max_steps_per_epoch)
     state = start_training(spec, len(vocabulary), steps_per_epoch, generator, device, precision)
@@ -510,7 +504,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             flush=True,
         )
         stopping = args.stop_after_epoch == epoch
-        if stopping or epoch == cfg.epochs or time.perf_counter() - last_checkpoint >= checkpoint_interval_s():
+        if stopping or epoch == cfg.epochs or time.perf_counter() - last_checkpoint >= checkpoint_interval_s:
             save_checkpoint(checkpoint, checkpoint_state(state))
             last_checkpoint = time.perf_counter()
         if stopping:

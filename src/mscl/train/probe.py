@@ -82,13 +82,8 @@ LOG_COLUMNS = ("epoch", "train_loss", "val_selected", "val_micro_f1", "val_macro
 # holds MIMIC-III top-50 at d = 768 (11,368 documents x 50 labels: 0.9 GB) and every embedded
 # demo setting, in host and GPU memory beside the model; the full label spaces (MIMIC-III Full:
 # ~0.7 TB) and MIMIC-IV's top-50 sets (over 100k documents) stream.
+# The environment variable MSCL_LABEL_VECTOR_BUDGET_MB overrides it.
 LABEL_VECTOR_BUDGET_MB = 4096.0
-
-
-def label_vector_budget_bytes() -> int:
-    """LABEL_VECTOR_BUDGET_MB or $MSCL_LABEL_VECTOR_BUDGET_MB, read when the job runs (a
-    job-server worker imported this module before it had the job's environment)."""
-    return int(float(os.environ.get("MSCL_LABEL_VECTOR_BUDGET_MB", LABEL_VECTOR_BUDGET_MB)) * 2**20)
 # Cached label vectors are scored this many samples at a time (bounds the float32 copy).
 EVAL_CHUNK = 256
 # The probe's starting bias is logit(prevalence) with the prevalence kept in [1e-4, 1 - 1e-4], so
@@ -401,7 +396,7 @@ def write_log(path: Path, rows: list[dict[str, Any]]) -> None:
     write_text(path, "\n".join(lines) + "\n")
 
 
-def stream_label_vectors(spec: RunSpec, splits: Mapping[str, Split], num_labels: int) -> bool:
+def stream_label_vectors(spec: RunSpec, splits: Mapping[str, Split], num_labels: int, budget_mb: float) -> bool:
     """Whether PLM-ICD's V of all splits exceeds the label-vector budget (then it streams);
     d comes from the model's config, so a run with cached features never loads the model."""
     from mscl.models.plm_icd import hidden_size
@@ -411,7 +406,7 @@ def stream_label_vectors(spec: RunSpec, splits: Mapping[str, Split], num_labels:
     except ValueError as error:
         raise InputError("--spec", str(error), "fix the encoder spec", field="encoder") from error
     needed = label_vector_bytes([len(split) for split in splits.values()], num_labels, dim)
-    budget = label_vector_budget_bytes()
+    budget = int(budget_mb * 2**20)
     streamed = needed > budget
     print(
         f"probe: PLM-ICD output layer on the label vectors V ({num_labels} labels x {dim}): "
@@ -424,6 +419,7 @@ def stream_label_vectors(spec: RunSpec, splits: Mapping[str, Split], num_labels:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = cli.parse_args("probe", argv)
+    budget_mb = float(os.environ.get("MSCL_LABEL_VECTOR_BUDGET_MB", LABEL_VECTOR_BUDGET_MB))
     exit_on_sigterm("probe: stopped by SIGTERM; cached features stay and a rerun reuses them")
     spec = load_spec(args.spec, args.selected)
     macro_f1 = macro_f1_definition(spec.dataset, None if args.spec.lstrip().startswith("{") else args.spec)
@@ -464,7 +460,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return extract_features(frozen_encoder(), splits[name], spec, device, precision, name, prefix_of(name), label_wise)
 
     label_wise = is_label_wise(spec)
-    if label_wise and stream_label_vectors(spec, splits, len(vocabulary)):
+    if label_wise and stream_label_vectors(spec, splits, len(vocabulary), budget_mb):
         micro_batch = spec.batch_size  # fits with gradients for two views in pretraining
         features: dict[str, Any] = {
             name: StreamedLabelVectors(frozen_encoder(), splits[name], prefix_of(name), micro_batch, device, precision)

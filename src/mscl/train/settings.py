@@ -1,7 +1,8 @@
-"""The training settings of a run spec (its `pretrain` and `probe` blocks) and the checks of
-every spec value: standard library only, so that the workflow checks the config's training
-settings (`settings_problem`) while it parses, before any job runs, without importing torch.
-`mscl.train.spec` builds the whole run spec from these.
+"""The training settings of a run spec (its loss and its `pretrain` and `probe` blocks) and
+the checks of every spec value: standard library only, so that the workflow checks the config's
+training settings (`settings_problem`) while it parses, before any job runs, without importing
+torch. `mscl.train.spec` builds the whole run spec from these, and `mscl.losses` builds a loss
+from a `LossSpec`.
 """
 
 from __future__ import annotations
@@ -105,6 +106,46 @@ def _option(default: Any, check: Check) -> Any:
     return field(default=default, metadata={"check": check})
 
 
+# ------------------------------------------------------------------------------ loss
+
+# Paper: tau = 0.07. The one default of the temperature (mscl.losses takes it from here).
+DEFAULT_TEMPERATURE = 0.07
+check_temperature = number_in(0.0, math.inf, low_open=True)
+# Loss options a run fills in itself: the label count from the data and the prototype
+# dimension from `pretrain.projection_dim` (prototype losses).
+RUN_LOSS_OPTIONS = ("num_labels", "dim")
+
+
+@dataclass(frozen=True)
+class LossSpec:
+    """A run's loss: the method (the {loss} wildcard), its temperature tau and its own options
+    (`loss_options`, e.g. simdissim's `form`, msc's `alpha` and `beta`), validated once, here.
+
+    Users set tau in the pretrain block, `pretrain.temperature` (configs and tuning grids keep
+    it beside the other pretraining values, and recorded specs show it there): the run spec
+    moves it into its LossSpec when it reads a spec and back when it writes one
+    (`mscl.train.spec`).
+    """
+
+    name: str
+    temperature: float = DEFAULT_TEMPERATURE
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        non_empty_string("loss", self.name)
+        check_temperature("pretrain.temperature", self.temperature)
+        if not isinstance(self.options, Mapping):
+            raise ValueError(f"spec key 'loss_options' is {self.options!r}; fix: give a mapping (or leave it out)")
+        set_elsewhere = sorted(set(self.options) & {"temperature", *RUN_LOSS_OPTIONS})
+        if set_elsewhere:
+            raise ValueError(
+                f"spec key(s) {[f'loss_options.{k}' for k in set_elsewhere]} are set by the run; fix: remove them "
+                "(temperature comes from pretrain.temperature, num_labels from the data, dim from "
+                "pretrain.projection_dim)"
+            )
+        object.__setattr__(self, "options", dict(self.options))  # its own copy
+
+
 # ---------------------------------------------------------------------------- blocks
 
 
@@ -127,8 +168,6 @@ class PretrainSpec:
     weight_decay: Any = _option("auto", auto_or(number_in(0.0, math.inf)))
     # Paper: cosine schedule with a 0.05 warm-up period (fraction of all steps).
     warmup_fraction: float = _option(0.05, number_in(0.0, 1.0, high_open=True))
-    # Paper: tau = 0.07.
-    temperature: float = _option(0.07, number_in(0.0, math.inf, low_open=True))
     # Paper: projection dimension D_P = 256.
     projection_dim: int = _option(256, int_at_least(1))
     # Paper: 224 x 224 input images (demo configs lower it for 32 px images).
@@ -179,26 +218,39 @@ class ProbeSpec:
     standardize: bool = _option(True, boolean)
 
 
-def build_block(cls: type, data: Any, prefix: str) -> Any:
-    """Build a spec block from a mapping: unknown keys and failing checks raise ValueError."""
+def build_block(cls: type, data: Any, prefix: str, elsewhere: tuple[str, ...] = ()) -> Any:
+    """Build a spec block from a mapping: unknown keys and failing checks raise ValueError.
+    Keys in `elsewhere` are the block's too but belong to another part of the spec: accepted
+    here and left to it."""
     if data is None:
         data = {}
     if not isinstance(data, Mapping):
         raise ValueError(f"spec key {prefix!r} must be a mapping of options, got {type(data).__name__}")
     known = {f.name: f for f in fields(cls)}
-    unknown = sorted(set(data) - set(known))
+    unknown = sorted(set(data) - set(known) - set(elsewhere))
     if unknown:
-        raise ValueError(f"unknown spec key(s) {[f'{prefix}.{k}' for k in unknown]}; fix: use only {sorted(known)}")
+        raise ValueError(f"unknown spec key(s) {[f'{prefix}.{k}' for k in unknown]}; fix: use only {sorted({*known, *elsewhere})}")
     for name, value in data.items():
-        known[name].metadata["check"](f"{prefix}.{name}", value)
-    return cls(**dict(data))
+        if name in known:
+            known[name].metadata["check"](f"{prefix}.{name}", value)
+    return cls(**{name: value for name, value in data.items() if name in known})
+
+
+def pretrain_settings(data: Any, prefix: str) -> tuple[PretrainSpec, Any]:
+    """The `pretrain` block as users write it: its PretrainSpec and the loss temperature they
+    set there too (`pretrain.temperature`, checked when the LossSpec is made)."""
+    block = build_block(PretrainSpec, data, prefix, elsewhere=("temperature",))
+    return block, (data or {}).get("temperature", DEFAULT_TEMPERATURE)
 
 
 def settings_problem(phase: str, data: Any, key: str) -> str | None:
     """Why `data` is not a valid `phase` block ("pretrain" or "probe") of a run spec, naming
     the offending key under `key` (e.g. "training.probe"); None when it is valid."""
     try:
-        build_block({"pretrain": PretrainSpec, "probe": ProbeSpec}[phase], data, key)
+        if phase == "pretrain":
+            check_temperature(f"{key}.temperature", pretrain_settings(data, key)[1])
+        else:
+            build_block(ProbeSpec, data, key)
     except ValueError as error:
         return str(error)
     return None

@@ -14,14 +14,26 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Mapping
 
-from mscl.cli import MAX_SEED
+from mscl.defaults import MAX_SEED
 from mscl.errors import InputError
+from mscl.io import read_json
 from mscl.losses import LOSS_NAMES
 from mscl.models import ENCODER_MODALITY
 from mscl.tuning import UNTRAINED_METHODS  # noqa: F401  (re-exported: pretrain reads it here)
-# The phase blocks and the value checks live in the light mscl.train.settings (the workflow
-# checks the config with them); their names stay importable from here.
-from mscl.train.settings import SELECT_METRICS, ProbeSpec, PretrainSpec, build_block, int_at_least, int_in, non_empty_string, one_of  # noqa: F401
+# The loss spec, the phase blocks and the value checks live in the light mscl.train.settings
+# (the workflow checks the config with them); their names stay importable from here.
+from mscl.train.settings import (  # noqa: F401
+    SELECT_METRICS,
+    LossSpec,
+    ProbeSpec,
+    PretrainSpec,
+    build_block,
+    int_at_least,
+    int_in,
+    non_empty_string,
+    one_of,
+    pretrain_settings,
+)
 
 # Encoder kinds that load a model folder from `encoder["path"]`.
 FOLDER_KINDS = ("hf", "llama_lora", "plm_icd")
@@ -34,9 +46,6 @@ FOLDER_KINDS = ("hf", "llama_lora", "plm_icd")
 # an identity encoder (tabular features, or an image's pixels at the eval view; not for text).
 BASELINES = ("none", "bce", "logreg")
 METHODS = (*LOSS_NAMES, *BASELINES)
-# Loss options the run fills in itself: temperature from `pretrain.temperature`, the label
-# count from the data and the prototype dimension from `pretrain.projection_dim`.
-RESERVED_LOSS_OPTIONS = ("temperature", "num_labels", "dim")
 
 
 def resolve_pretrain(block: PretrainSpec, encoder_kind: str, batch_size: int) -> PretrainSpec:
@@ -65,14 +74,17 @@ _REQUIRED = ("dataset", "encoder_name", "encoder", "loss", "batch_size")
 
 @dataclass(frozen=True)
 class RunSpec:
-    """One run: dataset x encoder x loss x batch size x seed, with both phases' settings."""
+    """One run: dataset x encoder x loss x batch size x seed, with both phases' settings.
+
+    Read from and written as the mapping users write (`from_mapping`, `to_dict`): the loss's
+    name as `loss`, its options as `loss_options` and its temperature in the pretrain block,
+    `pretrain.temperature`."""
 
     dataset: str
     encoder_name: str
     encoder: dict
-    loss: str
+    loss: LossSpec
     batch_size: int
-    loss_options: dict = field(default_factory=dict)
     seed: int = 0
     pretrain: PretrainSpec = field(default_factory=PretrainSpec)
     probe: ProbeSpec = field(default_factory=ProbeSpec)
@@ -91,7 +103,7 @@ class RunSpec:
         """Validate a spec mapping, fill defaults and resolve the spec-dependent "auto"s."""
         if not isinstance(data, Mapping):
             raise ValueError(f"the run spec must be a mapping, got {type(data).__name__}")
-        allowed = {f.name for f in fields(cls)}
+        allowed = {*(f.name for f in fields(cls)), "loss_options"}
         unknown = sorted(set(data) - allowed)
         if unknown:
             raise ValueError(f"unknown spec key(s) {unknown}; fix: use only {sorted(allowed)}")
@@ -102,27 +114,29 @@ class RunSpec:
         non_empty_string("encoder_name", data["encoder_name"])
         _check_encoder(data["encoder"])
         one_of(METHODS)("loss", data["loss"])
-        loss_options = _checked_loss_options(data.get("loss_options", {}))
         int_at_least(1)("batch_size", data["batch_size"])
         seed = data.get("seed", 0)
         int_in(0, MAX_SEED)("seed", seed)
-        pretrain = build_block(PretrainSpec, data.get("pretrain"), "pretrain")
+        pretrain, temperature = pretrain_settings(data.get("pretrain"), "pretrain")
         probe = build_block(ProbeSpec, data.get("probe"), "probe")
         return cls(
             dataset=data["dataset"],
             encoder_name=data["encoder_name"],
             encoder=dict(data["encoder"]),
-            loss=data["loss"],
+            loss=LossSpec(data["loss"], temperature, data.get("loss_options", {})),
             batch_size=data["batch_size"],
-            loss_options=loss_options,
             seed=seed,
             pretrain=resolve_pretrain(pretrain, data["encoder"]["kind"], data["batch_size"]),
             probe=probe,
         )
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain JSON-ready mapping; `from_mapping(to_dict())` gives this spec back."""
-        return asdict(self)
+        """Plain JSON-ready mapping, in the layout users write; `from_mapping(to_dict())` gives
+        this spec back."""
+        mapping = asdict(self)
+        loss = mapping.pop("loss")
+        mapping["pretrain"]["temperature"] = loss["temperature"]
+        return {**mapping, "loss": loss["name"], "loss_options": loss["options"]}
 
 
 def _check_encoder(encoder: Any) -> None:
@@ -131,19 +145,6 @@ def _check_encoder(encoder: Any) -> None:
     one_of(tuple(ENCODER_MODALITY))("encoder.kind", encoder["kind"])
     if encoder["kind"] in FOLDER_KINDS:
         non_empty_string("encoder.path", encoder.get("path"))
-
-
-def _checked_loss_options(options: Any) -> dict:
-    if not isinstance(options, Mapping):
-        raise ValueError(f"spec key 'loss_options' is {options!r}; fix: give a mapping (or leave it out)")
-    reserved = sorted(set(options) & set(RESERVED_LOSS_OPTIONS))
-    if reserved:
-        raise ValueError(
-            f"spec key(s) {[f'loss_options.{k}' for k in reserved]} are set by the run; fix: remove them "
-            "(temperature comes from pretrain.temperature, num_labels from the data, dim from "
-            "pretrain.projection_dim)"
-        )
-    return dict(options)
 
 
 # --------------------------------------------------------------------------- loading
@@ -178,12 +179,7 @@ def with_selected_setting(mapping: Mapping[str, Any], selected: Path) -> dict[st
     selected.json: {"dataset", "encoder_name", "method", "chosen", "pretrain": {key: value}})
     written over its `pretrain` block. The selection must be for the spec's dataset and encoder;
     its method may differ (the ablations reuse Sim-Dissim's setting, docs/claim-check.md)."""
-    try:
-        document = json.loads(Path(selected).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError(selected, "tuning selection not found", "run the tuning jobs and `python -m mscl select-setting` first") from None
-    except json.JSONDecodeError as error:
-        raise InputError(selected, f"not valid JSON ({error.msg})", "rerun `python -m mscl select-setting`") from None
+    document = read_json(selected, "tuning selection", "run the tuning jobs and `python -m mscl select-setting` first", "rerun `python -m mscl select-setting`")
     if not isinstance(document, dict) or not isinstance(document.get("pretrain"), dict):
         raise InputError(selected, "no 'pretrain' mapping of chosen values", "rerun `python -m mscl select-setting`", field="pretrain")
     for key in ("dataset", "encoder_name"):
