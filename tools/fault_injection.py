@@ -145,16 +145,24 @@ def command_line(process: psutil.Process) -> list[str]:
         return []
 
 
+def parent_pid(process: psutil.Process) -> int | None:
+    """Its parent's pid, or None once it has ended (processes come and go while the run runs)."""
+    try:
+        return process.ppid()
+    except psutil.Error:
+        return None
+
+
 def find_targets(kind: str, snakemake: psutil.Process, workdir: Path) -> list[psutil.Process]:
     """The processes a fault of `kind` may hit now."""
     if kind in ("sigint", "snakemake"):
         return [snakemake]
     running = processes_of(workdir)
-    servers = [p for p in running if "job-server" in command_line(p) and str(snakemake.pid) in command_line(p) and p.ppid() == snakemake.pid]
+    servers = [p for p in running if "job-server" in command_line(p) and str(snakemake.pid) in command_line(p) and parent_pid(p) == snakemake.pid]
     if kind == "server":
         return servers
     if kind == "worker":
-        return [p for p in running if p.ppid() in {server.pid for server in servers}]
+        return [p for p in running if parent_pid(p) in {server.pid for server in servers}]
     jobs = []
     for process in running:
         words = command_line(process)
