@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 import torch
 
-from mscl import jobserver, layout
+from mscl import jobserver, layout, usage
 from mscl.report.cost import cost_frame
 from test_report_tables import write_run
 from test_train import assert_same_tensors, image_data  # noqa: F401 - the fixture
@@ -169,7 +169,7 @@ def test_the_cost_table_takes_cpu_and_memory_from_the_worker_log(tmp_path):
     without a worker line keeps the benchmark's figures."""
     results, row = tmp_path / "results", "900.0\t0:15:00\t20.0\t-\t-\t-\t-\t-\t-\t3.6"
     paths = []
-    for seed, log_text in ((0, "pretrain epoch 1/1: ...\n" + jobserver.USAGE_LINE.format(cpu_s=720.0, max_rss_mib=2048.0) + "\n"), (1, "no worker\n")):
+    for seed, log_text in ((0, "pretrain epoch 1/1: ...\n" + usage.USAGE_LINE.format(cpu_s=720.0, max_rss_mib=2048.0) + "\n"), (1, "no worker\n")):
         paths.append(write_run(results, ("coco", "resnet8", "any", 64, seed), [row], [row]))
         log = Path(layout.job_log(str(results), "pretrain", layout.run_name("coco", "resnet8", "any", 64, seed)))
         log.parent.mkdir(parents=True, exist_ok=True)
@@ -177,8 +177,8 @@ def test_the_cost_table_takes_cpu_and_memory_from_the_worker_log(tmp_path):
     pretrain = cost_frame(paths).set_index("rule").loc["pretrain"]
     assert pretrain["jobs"] == 2 and pretrain["wall_hours"] == pytest.approx(1800 / 3600)
     assert pretrain["cpu_hours"] == pytest.approx((720.0 + 3.6) / 3600) and pretrain["max_rss_gb"] == pytest.approx(2.0)
-    assert jobserver.parse_usage("x\n" + jobserver.USAGE_LINE.format(cpu_s=1.5, max_rss_mib=3.5)) == {"cpu_s": 1.5, "max_rss_mib": 3.5}
-    assert jobserver.parse_usage("nothing here") is None
+    assert usage.parse_usage("x\n" + usage.USAGE_LINE.format(cpu_s=1.5, max_rss_mib=3.5)) == {"cpu_s": 1.5, "max_rss_mib": 3.5}
+    assert usage.parse_usage("nothing here") is None
 
 
 # ------------------------------------------------------- the server checks its own assumptions

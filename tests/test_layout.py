@@ -69,6 +69,17 @@ def test_the_package_has_no_import_cycle():
     assert find_cycle(graph) is None, " -> ".join(find_cycle(graph))
 
 
+def test_the_job_server_is_reached_from_one_module_and_the_workflow_once():
+    """Its footprint: the entry point (`__main__`: the job's side hands its command over, the
+    server's side runs) and the workflow's onstart (common.smk starts it). Training code and the
+    report do not know it exists; the cost table reads the usage line through mscl.usage."""
+    graph = import_graph()
+    assert sorted(name for name, targets in graph.items() if "mscl.jobserver" in targets) == ["mscl.__main__"]
+    rules = SRC.parent / "workflow"
+    reaching = sorted(path.name for path in [*rules.rglob("*.smk"), SRC.parent / "Snakefile"] if "jobserver" in path.read_text(encoding="utf-8"))
+    assert reaching == ["common.smk"]
+
+
 def test_the_cycle_finder_finds_function_level_cycles():
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
     assert find_cycle(graph) == ["a", "b", "c", "a"]

@@ -60,6 +60,7 @@ from typing import Callable, Mapping, Sequence
 
 from mscl import cli
 from mscl.interrupt import GRACE_SECONDS, alive
+from mscl.usage import usage_line
 
 SOCKET_ENV = "MSCL_JOB_SERVER"
 SERVED_COMMANDS = frozenset({"pretrain", "probe", "cache-prefix"})
@@ -103,7 +104,6 @@ APPLIED_VARIABLES = frozenset({"PYTHONUNBUFFERED", *THREAD_VARIABLES, *SERVER_EN
 FORK_SAFE_THREADS = frozenset({"jemalloc_bg_thd"})
 FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 HEADER = struct.Struct("!I")  # request length in bytes, sent with the job's three descriptors
-USAGE_LINE = "mscl job-server worker usage: cpu_s={cpu_s:.2f} max_rss_mib={max_rss_mib:.1f}"
 WORKER_LINE = "mscl job-server worker {pid} (server {server}) runs this job"
 POLL_SECONDS = 1.0  # how often the server checks that its owner is alive
 READY_TIMEOUT_SECONDS = 30.0  # how long the workflow waits for the server's socket
@@ -565,7 +565,7 @@ def run_worker(job: Job, run_command: Callable[[list[str]], int]) -> int:
     try:
         return run_command(job.request["argv"])
     finally:
-        print(_usage_line(), file=sys.stderr, flush=True)
+        print(usage_line(), file=sys.stderr, flush=True)
 
 
 def _become_job_process(job: Job) -> None:
@@ -608,24 +608,6 @@ def _apply_thread_count(threads: int) -> None:
     if "torch" in sys.modules:
         sys.modules["torch"].set_num_threads(threads)
     threadpool_limits(limits=threads)
-
-
-def _usage_line() -> str:
-    import resource
-
-    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
-    return USAGE_LINE.format(cpu_s=cpu, max_rss_mib=max(own.ru_maxrss, children.ru_maxrss) / 1024.0)  # ru_maxrss: KiB on Linux
-
-
-def parse_usage(text: str) -> dict[str, float] | None:
-    """(cpu_s, max_rss_mib) from the last usage line in a job's log, or None."""
-    prefix = USAGE_LINE.split(":", 1)[0] + ":"
-    for line in reversed(text.splitlines()):
-        if line.startswith(prefix):
-            fields = dict(part.split("=", 1) for part in line[len(prefix):].split())
-            return {key: float(value) for key, value in fields.items()}
-    return None
 
 
 # ---------------------------------------------------------------------- the workflow's side

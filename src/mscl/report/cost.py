@@ -10,7 +10,7 @@ the header `s h:m:s max_rss max_vms max_uss max_pss io_in io_out mean_load cpu_t
 MB, ...) and one row per repeat. A job counts once: its repeats are averaged. Fields Snakemake
 could not measure ("-" or "NA") are NaN and left out of sums and maxima.
 
-A job run by a worker of the job server (mscl.jobserver) did its work outside the process
+A job run by a worker of the job server did its work outside the process
 Snakemake measured: its benchmark holds the right wall time but the thin job process's CPU
 time and memory. The worker ends the job's log (`mscl.layout.job_log`) with its own CPU
 seconds and peak RSS, and those replace the benchmark's.
@@ -24,9 +24,9 @@ from typing import Sequence
 import pandas as pd
 
 from mscl.errors import InputError
-from mscl.jobserver import parse_usage
 from mscl.layout import STAGES, job_benchmark, job_log, results_of_run, run_name
 from mscl.report.collect import read_metrics_json, run_axes
+from mscl.usage import parse_usage
 
 REQUIRED_FIELDS = ("s", "max_rss", "cpu_time")
 COST_COLUMNS = ("rule", "dataset", "encoder", "jobs", "cpu_hours", "wall_hours", "max_rss_gb")
