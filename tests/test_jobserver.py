@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -202,6 +203,18 @@ def start_server(monkeypatch, tmp_path):
     yield start
     for server in started:
         server.stop()
+
+
+def test_a_server_starts_under_a_tmpdir_too_deep_for_a_unix_socket(start_server, monkeypatch, tmp_path):
+    """A socket path is limited to 107 bytes; under a deep TMPDIR the socket goes to /tmp."""
+    deep = tmp_path / ("d" * 60) / ("e" * 60)
+    deep.mkdir(parents=True)
+    monkeypatch.setattr(tempfile, "tempdir", str(deep))
+    assert jobserver.socket_base(os.getpid()) == jobserver.SHORT_TMPDIR
+    server = start_server(["served_commands"])
+    assert server.socket.startswith(jobserver.SHORT_TMPDIR + os.sep) and os.path.exists(server.socket)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    assert jobserver.socket_base(os.getpid()) == str(tmp_path)  # a short TMPDIR keeps it
 
 
 @pytest.fixture

@@ -72,6 +72,8 @@ SNAKEMAKE_MARK = ".snakemake_timestamp"  # Snakemake's own mark in a directory()
 FAULTS_PER_ROUND = 5  # then the round reruns undisturbed until the run completes
 FAULTS_PER_ATTEMPT = 3
 EXTRA_ATTEMPTS = 4  # undisturbed reruns a round may need (one after an unlock, one to finish)
+MAX_ROUNDS_PER_FAULT = 3  # rounds whose faults all came too late are retried, up to this many per fault
+SERVER_DOWN = "job server did not start"  # the workflow's line when it has none (mscl.jobserver)
 # The slice: (dataset, encoder, losses, batch size).
 SLICE = (("coco", "resnet8", ("any", "simdissim"), 64), ("aapd", "minilm-top1", ("simdissim",), 32))
 QUICK_STEPS_PER_EPOCH = 10
@@ -319,6 +321,7 @@ def compare(clean: dict, faulted: dict) -> dict:
 @dataclass
 class Outcome:
     clean_seconds: float
+    faults_per_kind: int
     rounds: list[dict] = field(default_factory=list)
     attempts: list[Attempt] = field(default_factory=list)
 
@@ -328,6 +331,7 @@ class Outcome:
     def passed(self) -> bool:
         return (
             bool(self.rounds)
+            and all(count >= self.faults_per_kind for count in self.injected().values())
             and all(r["metrics_equal"] and r["scores_equal"] and not r["missing_files"] and not r["extra_files"] and not r["leftovers"] and r["completed"] for r in self.rounds)
             and not any(a.survivors for a in self.attempts)
         )
@@ -362,7 +366,10 @@ def fault_injection(workdir: Path, faults_per_kind: int, seed: int, quick: bool,
     result = subprocess.run(snakemake_command(clean_dir, config), capture_output=True, text=True, env=environment(clean_tmp, False))
     if result.returncode != 0:
         raise SystemExit(f"the undisturbed run failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
-    outcome = Outcome(time.monotonic() - started)
+    if SERVER_DOWN in result.stdout + result.stderr:
+        # Worker and server faults would wait for targets that never come.
+        raise SystemExit(f"the undisturbed run had no job server; see {clean_dir / '.snakemake' / 'log' / 'mscl-job-server.log'}")
+    outcome = Outcome(time.monotonic() - started, faults_per_kind)
     clean = outputs(clean_dir)
     clean_leftovers = leftovers(clean_dir, clean_tmp)
     if clean_leftovers:
@@ -375,8 +382,8 @@ def fault_injection(workdir: Path, faults_per_kind: int, seed: int, quick: bool,
 
     plan = [kind for _ in range(faults_per_kind) for kind in KINDS]
     rng.shuffle(plan)
-    round_number = 0
-    while plan:
+    round_number, max_rounds = 0, MAX_ROUNDS_PER_FAULT * len(plan)
+    while plan and round_number < max_rounds:
         round_number += 1
         if reuse_data:
             round_dir, round_tmp = clean_dir, clean_tmp

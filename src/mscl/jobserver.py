@@ -109,6 +109,8 @@ POLL_SECONDS = 1.0  # how often the server checks that its owner is alive
 READY_TIMEOUT_SECONDS = 30.0  # how long the workflow waits for the server's socket
 EXIT_LOST_WORKER = 1
 SOCKET_DIR_PREFIX = "mscl-jobs-"  # + owner pid + "-": a folder whose owner is gone is stale
+SOCKET_PATH_MAX = 107  # bytes of an AF_UNIX socket path (Linux sun_path, less its NUL)
+SHORT_TMPDIR = "/tmp"  # where the socket folder goes when one under TMPDIR would be too long
 PR_SET_PDEATHSIG = 1  # prctl option (linux/prctl.h)
 
 
@@ -638,7 +640,7 @@ def start(python: str, log_path: str, owner_pid: int, preload: Sequence[str] = (
     _remove_stale_socket_folders()
     # mode 0700: only this user may connect. The owner's pid in the name marks it stale once
     # the owner is gone (a server killed with its owner cannot remove it).
-    directory = tempfile.mkdtemp(prefix=f"{SOCKET_DIR_PREFIX}{owner_pid}-")
+    directory = tempfile.mkdtemp(prefix=f"{SOCKET_DIR_PREFIX}{owner_pid}-", dir=socket_base(owner_pid))
     path = os.path.join(directory, "socket")
     os.makedirs(os.path.dirname(os.path.abspath(log_path)), exist_ok=True)
     with open(log_path, "w") as log_file:
@@ -658,9 +660,20 @@ def start(python: str, log_path: str, owner_pid: int, preload: Sequence[str] = (
     return None
 
 
+def socket_base(owner_pid: int) -> str:
+    """TMPDIR, or SHORT_TMPDIR when the server's socket path under TMPDIR would exceed what
+    AF_UNIX allows: a deep TMPDIR (a cluster job's scratch, pytest's tmp_path) would otherwise
+    keep the server from starting."""
+    base = tempfile.gettempdir()
+    folder = f"{SOCKET_DIR_PREFIX}{owner_pid}-{'x' * 8}"  # mkdtemp adds 8 random characters
+    longest = os.path.join(base, folder, "socket.binding")  # the name serve() binds before renaming
+    return base if len(os.fsencode(longest)) <= SOCKET_PATH_MAX else SHORT_TMPDIR
+
+
 def _remove_stale_socket_folders() -> None:
     """Socket folders of servers whose owner is gone (both killed: nobody removed them)."""
-    for folder in glob.glob(os.path.join(tempfile.gettempdir(), f"{SOCKET_DIR_PREFIX}*-*")):
+    bases = dict.fromkeys([tempfile.gettempdir(), SHORT_TMPDIR])
+    for folder in (found for base in bases for found in glob.glob(os.path.join(base, f"{SOCKET_DIR_PREFIX}*-*"))):
         owner = os.path.basename(folder)[len(SOCKET_DIR_PREFIX):].split("-", 1)[0]
         if owner.isdigit() and not alive(int(owner)):
             shutil.rmtree(folder, ignore_errors=True)
