@@ -96,7 +96,9 @@ if [ ${#missing[@]} -gt 0 ]; then
   policy=$(apt-cache policy slurmctld 2>/dev/null || true)
   updated=0
   if ! grep -q 'Candidate: [0-9]' <<< "$policy"; then
-    apt-get update -q > "$STATE/apt-update.log" 2>&1 || { tail -n 20 "$STATE/apt-update.log" >&2; die "apt-get update failed"; }
+    # Keep the English description index (Translation-en) that the claim check reads: a plain
+    # update under Debian images' Acquire::Languages "none" deletes it.
+    apt-get -o Acquire::Languages=en update -q > "$STATE/apt-update.log" 2>&1 || { tail -n 20 "$STATE/apt-update.log" >&2; die "apt-get update failed"; }
     updated=1
   fi
   apt_install() {
@@ -108,7 +110,7 @@ if [ ${#missing[@]} -gt 0 ]; then
     retried=0
     if [ "$updated" = 0 ]; then
       say "apt-get install failed; refreshing the package lists and retrying"
-      apt-get update -q > "$STATE/apt-update.log" 2>&1 && apt_install && retried=1
+      apt-get -o Acquire::Languages=en update -q > "$STATE/apt-update.log" 2>&1 && apt_install && retried=1
     fi
     [ "$retried" = 1 ] || { tail -n 30 "$STATE/apt-install.log" >&2; die "apt-get install failed"; }
   fi
