@@ -56,10 +56,13 @@ claim: install claim-data
 	$(SNAKEMAKE) --cores $(CORES) --configfile config/claim.yaml $(TARGETS)
 	$(MAKE) claim-publish
 
+# A stopped and resumed run has one Snakemake log per segment: pass them all, in order, as
+# CLAIM_LOGS="..." (bench dag then sums the segments). Default: the latest log.
+CLAIM_LOGS ?= $$(ls -t .snakemake/log/*.snakemake.log | head -1)
 claim-publish:
 	mkdir -p docs/claim
 	cp $(CLAIM_DATA)/*.csv docs/claim/
-	$(BIN)/python -m mscl bench dag --log "$$(ls -t .snakemake/log/*.snakemake.log | head -1)" --results results/claim > docs/claim/dag_cost.txt
+	$(BIN)/python -m mscl bench dag --log $(CLAIM_LOGS) --results results/claim > docs/claim/dag_cost.txt
 	$(BIN)/python -m mscl claim-report --data-dir docs/claim --out-dir docs/claim --figures-dir docs/figures --docs docs/claim-check.md README.md
 
 claim-quick: install claim-data

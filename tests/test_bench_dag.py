@@ -70,3 +70,39 @@ def test_the_run_is_split_into_training_overhead_other_jobs_and_idle(tmp_path: P
 
     assert main(["--log", str(log), "--workdir", str(tmp_path)]) == 0
     assert "non-training share of the wall time: 71.2%" in capsys.readouterr().out
+
+
+TUNING_SEGMENT = """Provided cores: 2
+[Tue Nov 24 23:00:00 2026]
+rule tuning_pretrain:
+    output: results/tuning/yeast/mlp/any/bs64/lr0.1/seed100/pretrain/encoder.pt
+    log: results/logs/tuning/pretrain/yeast/mlp/any/bs64/lr0.1/seed100.log
+    jobid: 3
+[Tue Nov 24 23:00:10 2026]
+Finished jobid: 3 (Rule: tuning_pretrain)
+"""
+
+
+def test_tuning_runs_count_as_training_and_a_resumed_run_sums_its_segments(tmp_path: Path, capsys) -> None:
+    first, second = tmp_path / "first.snakemake.log", tmp_path / "second.snakemake.log"
+    first.write_text(SNAKEMAKE_LOG)
+    second.write_text(TUNING_SEGMENT)
+    job_log = tmp_path / "results/logs/tuning/pretrain/yeast/mlp/any/bs64/lr0.1/seed100.log"
+    job_log.parent.mkdir(parents=True)
+    job_log.write_text("pretrain epoch 1/1: loss 1.0, lr 0.1, 50 samples/s, epoch 6.0 s, elapsed 6.0 s\n")
+
+    table, jobs = breakdown(second, Path("results"), tmp_path)
+    seconds = dict(zip(table["part"], table["core_seconds"]))
+    # 10 s wall x 2 cores; the tuning job's 10 s (no benchmark file: its stamps) hold 6 s of training.
+    assert seconds["training compute"] == 6.0 and seconds["training-job overhead (start-up, set-up, outputs)"] == 4.0
+    assert jobs["rule"].tolist() == ["tuning_pretrain"]
+
+    assert main(["--log", str(first), str(second), "--workdir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "segment 1: first.snakemake.log" in out and "segment 2: second.snakemake.log" in out
+    # the sum: capacity 80 + 20 core-seconds, training 0 (no pretrain log here) + 6
+    total = out.split("all 2 segments:")[1]
+    assert total.split("capacity (the 2 segments)")[1].split()[:2] == ["100.0", "100.0"]
+    assert "non-training share of the wall time: 94.0%" in total
+    per_rule = out.split("wall seconds per rule")[1].split("slowest jobs")[0]
+    assert "tuning_pretrain" in per_rule and "make_demo" in per_rule

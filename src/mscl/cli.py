@@ -494,7 +494,10 @@ def _bench_preprocess(parser: argparse.ArgumentParser) -> None:
 
 @command("bench dag", doc_of="mscl.bench.dag")
 def _bench_dag(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--log", required=True, type=Path, help="a finished run's .snakemake/log/*.snakemake.log")
+    parser.add_argument(
+        "--log", required=True, nargs="+", type=Path,
+        help="a finished run's .snakemake/log/*.snakemake.log; a stopped and resumed run: every segment's log, in order",
+    )
     parser.add_argument("--results", type=Path, default=Path("results"), help="the run's paths.results (relative to --workdir)")
     parser.add_argument("--workdir", type=Path, default=Path("."), help="the folder Snakemake ran in")
 

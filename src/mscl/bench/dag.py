@@ -2,9 +2,12 @@
 
     python -m mscl bench dag --log .snakemake/log/<run>.snakemake.log [--results results]
 
+A run that was stopped and resumed has one Snakemake log per segment: pass them all (`--log A B
+C`) to get each segment's table and their sum (the idle time between segments is not counted).
+
 Splits the run's capacity (wall time x the cores Snakemake was given, in core-seconds) into:
 
-- training compute: the pretraining loops (the last `elapsed` of each job's per-epoch lines),
+- training compute: the pretraining loops (test and tuning runs alike) (the last `elapsed` of each job's per-epoch lines),
   the probes' feature extraction and linear-layer fitting, and the frozen-prefix passes of
   `cache_prefix` jobs (model compute done once instead of in every run), read from the jobs'
   own logs under `{results}/logs/`;
@@ -16,7 +19,8 @@ Splits the run's capacity (wall time x the cores Snakemake was given, in core-se
 - scheduling and idle cores: capacity minus every job's wall time (Snakemake's own work
   between jobs, and cores left idle while the DAG narrows).
 
-Prints the table and the five slowest jobs. Figures only; nothing is asserted.
+Prints the table, the wall seconds and job count per rule, and the five slowest jobs. Figures
+only; nothing is asserted.
 """
 
 from __future__ import annotations
@@ -42,7 +46,13 @@ CORES = re.compile(r"^Provided cores: (\d+)$")
 ELAPSED = re.compile(r"elapsed ([\d.]+) s")
 FEATURES = re.compile(r"^probe: features_\w+\.pt: \d+ samples in ([\d.]+) s")
 PREFIX = re.compile(r"^cache-prefix: \w+: \d+ samples, \d+ tokens, ([\d.]+) s")
-TRAINING_RULES = ("pretrain", "probe", "cache_prefix")
+TRAINING_RULES = ("pretrain", "probe", "cache_prefix", "tuning_pretrain", "tuning_probe")
+PARTS = (
+    "training compute",
+    "training-job overhead (start-up, set-up, outputs)",
+    "other jobs (data, tables, figures)",
+    "scheduling and idle cores",
+)
 
 
 @dataclass
@@ -106,7 +116,7 @@ def benchmark_seconds(log: str, results: Path, workdir: Path) -> float | None:
 
 
 def breakdown(log_path: Path, results: Path, workdir: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(the time table, the five slowest jobs)."""
+    """(the time table, every job's rule and wall seconds, slowest first)."""
     jobs, cores, wall = parse_snakemake_log(log_path)
     capacity = wall * cores
     training = overhead = other = 0.0
@@ -121,27 +131,48 @@ def breakdown(log_path: Path, results: Path, workdir: Path) -> tuple[pd.DataFram
             other += seconds
         rows.append({"rule": job.rule, "job": job.log or f"jobid {job.jobid}", "seconds": round(seconds, 1)})
     idle = capacity - training - overhead - other
-    table = pd.DataFrame(
-        [
-            ("training compute", training),
-            ("training-job overhead (start-up, set-up, outputs)", overhead),
-            ("other jobs (data, tables, figures)", other),
-            ("scheduling and idle cores", idle),
-            (f"capacity ({wall:.0f} s wall x {cores} cores)", capacity),
-        ],
-        columns=["part", "core_seconds"],
-    )
+    parts = (training, overhead, other, idle)
+    return time_table(parts, f"capacity ({wall:.0f} s wall x {cores} cores)", capacity), pd.DataFrame(rows).sort_values("seconds", ascending=False)
+
+
+def time_table(parts: Sequence[float], capacity_label: str, capacity: float) -> pd.DataFrame:
+    table = pd.DataFrame([*zip(PARTS, parts), (capacity_label, capacity)], columns=["part", "core_seconds"])
     table["share_percent"] = (100 * table["core_seconds"] / capacity).round(1)
     table["core_seconds"] = table["core_seconds"].round(1)
-    slowest = pd.DataFrame(rows).sort_values("seconds", ascending=False).head(5)
-    return table, slowest
+    return table
+
+
+def combined(tables: Sequence[pd.DataFrame]) -> pd.DataFrame:
+    """Several segments' tables summed part by part (their capacities too)."""
+    sums = [sum(float(table["core_seconds"].iloc[row]) for table in tables) for row in range(len(PARTS) + 1)]
+    return time_table(sums[:-1], f"capacity (the {len(tables)} segments)", sums[-1])
+
+
+def per_rule(jobs: pd.DataFrame) -> pd.DataFrame:
+    grouped = jobs.groupby("rule")["seconds"].agg(jobs="count", wall_seconds="sum")
+    return grouped.sort_values("wall_seconds", ascending=False).reset_index()
+
+
+def print_table(table: pd.DataFrame) -> None:
+    print(table.to_string(index=False))
+    print(f"\nnon-training share of the wall time: {100 - float(table['share_percent'].iloc[0]):.1f}%")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = cli.parse_args("bench dag", argv)
-    table, slowest = breakdown(args.log, args.results, args.workdir)
-    print(table.to_string(index=False))
-    non_training = 100 - float(table["share_percent"].iloc[0])
-    print(f"\nnon-training share of the wall time: {non_training:.1f}%\n\nslowest jobs:")
-    print(slowest.to_string(index=False))
+    segments = [breakdown(log, args.results, args.workdir) for log in args.log]
+    for number, (log, (table, _)) in enumerate(zip(args.log, segments), start=1):
+        if len(segments) > 1:
+            print(f"segment {number}: {log.name}")
+        print_table(table)
+        print()
+    jobs = pd.concat([rows for _, rows in segments], ignore_index=True)
+    if len(segments) > 1:
+        print(f"all {len(segments)} segments:")
+        print_table(combined([table for table, _ in segments]))
+        print()
+    print("wall seconds per rule (jobs' own time, summed):")
+    print(per_rule(jobs).to_string(index=False))
+    print("\nslowest jobs:")
+    print(jobs.sort_values("seconds", ascending=False).head(5).to_string(index=False))
     return 0
