@@ -167,3 +167,39 @@ def test_export_writes_runs_at_the_main_batch_size_and_the_sweep_apart(tmp_path:
     assert set(pd.read_csv(tmp_path / "out" / "batch_size.csv")["batch_size"]) == {32, 64}
     buckets = pd.read_csv(tmp_path / "out" / "buckets.csv")
     assert set(zip(buckets["bucket"], buckets["labels"])) == {("head", 1), ("tail", 1)}  # x holds 30 of 35 instances
+
+
+def test_the_readme_says_trained_to_a_plateau_only_when_every_method_plateaued() -> None:
+    def plateau(gains: dict[tuple[str, str], float]) -> pd.DataFrame:
+        return pd.DataFrame([{"dataset": d, "method": m, "gain_last_third": g} for (d, m), g in gains.items()])
+
+    flat = plateau({("yeast", "all"): 0.001, ("debtags", "bce"): 0.0049})
+    assert claim.schedule_phrase(flat) == "schedules trained to a plateau"
+    rising = claim.schedule_phrase(plateau({("yeast", "all"): 0.001, ("fashion_mnist", "any"): 0.0168, ("fashion_mnist", "bce"): 0.0089, ("debtags", "bce"): 0.005}))
+    assert "trained to a plateau" not in rising and "not all at a plateau" in rising
+    assert "Fashion-MNIST canvases: ANY, Supervised BCE; Debtags: Supervised BCE" in rising and "0.5-1.7 points" in rising
+    assert "Yeast" not in rising
+    runs = synthetic_runs({"simdissim": 0.0, "all": -0.03, "any": 0.03, "mulsupcon": 0.0})
+    tests = comparison_tests(runs, "simdissim", 0.05, 0.01)
+    one_rising = plateau({("fashion_mnist", "any"): 0.0168})
+    assert claim.schedule_phrase(one_rising) in claim.readme_paragraph(tests, runs, one_rising, 0.01)
+    assert "schedules trained to a plateau and" in claim.readme_paragraph(tests, runs, flat, 0.01)
+
+
+
+def test_the_committed_claim_pages_are_generated_from_the_committed_data(tmp_path: Path) -> None:
+    """docs/claim-check.md and the README's claim paragraph: every generated block equals what
+    `claim-report` makes of the committed docs/claim/*.csv, and tests.csv is reproduced from them."""
+    from mscl.__main__ import main as mscl_main
+
+    repo = Path(__file__).resolve().parents[1]
+    docs = [str(repo / "docs" / "claim-check.md"), str(repo / "README.md")]
+    args = ["claim-report", "--data-dir", str(repo / "docs" / "claim"), "--out-dir", str(tmp_path), "--figures-dir", str(tmp_path)]
+    assert mscl_main([*args, "--docs", *docs, "--check"]) == 0
+    committed = pd.read_csv(repo / "docs" / "claim" / "tests.csv")
+    pd.testing.assert_frame_equal(committed, pd.read_csv(tmp_path / "tests.csv"))
+    runs = pd.read_csv(repo / "docs" / "claim" / "runs.csv")
+    assert runs["commit"].nunique() == 1 and not runs["commit"].iloc[0].endswith("+dirty")
+    for dataset in ("yeast", "fashion_mnist", "debtags"):
+        for method in ("all", "any", "mulsupcon", "simdissim", "none", "bce"):
+            assert runs[(runs.dataset == dataset) & (runs.method == method) & (runs.split == "test")]["seed"].nunique() >= 10, (dataset, method)

@@ -19,7 +19,9 @@ Splits the run's capacity (wall time x the cores Snakemake was given, in core-se
 - scheduling and idle cores: capacity minus every job's wall time (Snakemake's own work
   between jobs, and cores left idle while the DAG narrows).
 
-Prints the table, the wall seconds and job count per rule, and the five slowest jobs. Figures
+Prints the table, the wall and CPU seconds and job count per rule, the jobs' summed CPU time as a
+lower bound on the wall time on idle cores (CPU seconds barely change when other work shares
+the machine; wall seconds do), and the five slowest jobs. Figures
 only; nothing is asserted.
 """
 
@@ -36,6 +38,7 @@ import pandas as pd
 from mscl import cli
 from mscl.errors import InputError
 from mscl.layout import benchmark_of_log
+from mscl.report.cost import read_benchmark
 
 STAMP = re.compile(r"^\[(\w{3} \w{3} +\d+ \d\d:\d\d:\d\d \d{4})\]$")
 RULE = re.compile(r"^(?:local)?rule (\w+):$")
@@ -109,10 +112,13 @@ def training_seconds(log_file: Path) -> float:
     return (loop[-1] if loop else 0.0) + sum(passes)
 
 
-def benchmark_seconds(log: str, results: Path, workdir: Path) -> float | None:
-    """The job's wall seconds from its benchmark file ({results}/benchmarks/<same path>.tsv)."""
-    path = benchmark_of_log(results, Path(log))
-    return float(pd.read_csv(workdir / path, sep="\t")["s"].mean()) if path is not None and (workdir / path).is_file() else None
+def measured(log: str | None, results: Path, workdir: Path) -> dict[str, float] | None:
+    """The job's wall and CPU seconds from its benchmark file ({results}/benchmarks/<same path
+    as its log>.tsv), CPU from the job server's worker where it ran the job; None without one."""
+    path = benchmark_of_log(results, Path(log)) if log else None
+    if path is None or not (workdir / path).is_file():
+        return None
+    return read_benchmark(workdir / path, workdir / log)
 
 
 def breakdown(log_path: Path, results: Path, workdir: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -122,14 +128,15 @@ def breakdown(log_path: Path, results: Path, workdir: Path) -> tuple[pd.DataFram
     training = overhead = other = 0.0
     rows = []
     for job in jobs:
-        seconds = job.stamped_seconds
+        seconds, benchmark = job.stamped_seconds, measured(job.log, results, workdir)
         if job.rule in TRAINING_RULES and job.log:
-            seconds = benchmark_seconds(job.log, results, workdir) or seconds
+            seconds = benchmark["wall_s"] if benchmark else seconds
             compute = min(training_seconds(workdir / job.log), seconds)
             training, overhead = training + compute, overhead + seconds - compute
         else:
             other += seconds
-        rows.append({"rule": job.rule, "job": job.log or f"jobid {job.jobid}", "seconds": round(seconds, 1)})
+        cpu = benchmark["cpu_s"] if benchmark else float("nan")
+        rows.append({"rule": job.rule, "job": job.log or f"jobid {job.jobid}", "seconds": round(seconds, 1), "cpu_seconds": round(cpu, 1)})
     idle = capacity - training - overhead - other
     parts = (training, overhead, other, idle)
     return time_table(parts, f"capacity ({wall:.0f} s wall x {cores} cores)", capacity), pd.DataFrame(rows).sort_values("seconds", ascending=False)
@@ -149,13 +156,28 @@ def combined(tables: Sequence[pd.DataFrame]) -> pd.DataFrame:
 
 
 def per_rule(jobs: pd.DataFrame) -> pd.DataFrame:
-    grouped = jobs.groupby("rule")["seconds"].agg(jobs="count", wall_seconds="sum")
+    grouped = jobs.groupby("rule").agg(jobs=("seconds", "count"), wall_seconds=("seconds", "sum"), cpu_seconds=("cpu_seconds", lambda s: s.sum(min_count=1)))
     return grouped.sort_values("wall_seconds", ascending=False).reset_index()
+
+
+def cpu_bound_line(jobs: pd.DataFrame, cores: int) -> str:
+    """The jobs' CPU seconds summed, and the wall time they need at the least on `cores` idle
+    cores: a lower bound that holds however busy the machine was when the run was measured."""
+    measured_jobs = jobs["cpu_seconds"].notna()
+    total = float(jobs.loc[measured_jobs, "cpu_seconds"].sum())
+    return (
+        f"CPU time of the {int(measured_jobs.sum())} jobs with a benchmark: {total:.0f} core-seconds; on {cores} idle cores "
+        f"that is at least {total / cores / 60:.0f} min of wall time ({int((~measured_jobs).sum())} jobs without a benchmark not counted)"
+    )
 
 
 def print_table(table: pd.DataFrame) -> None:
     print(table.to_string(index=False))
     print(f"\nnon-training share of the wall time: {100 - float(table['share_percent'].iloc[0]):.1f}%")
+
+
+def cores_of(log_path: Path) -> int:
+    return parse_snakemake_log(log_path)[1]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -171,8 +193,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"all {len(segments)} segments:")
         print_table(combined([table for table, _ in segments]))
         print()
-    print("wall seconds per rule (jobs' own time, summed):")
+    print("per rule (jobs' own wall and CPU seconds, summed):")
     print(per_rule(jobs).to_string(index=False))
+    print("\n" + cpu_bound_line(jobs, cores_of(args.log[0])))
     print("\nslowest jobs:")
     print(jobs.sort_values("seconds", ascending=False).head(5).to_string(index=False))
     return 0
