@@ -83,7 +83,7 @@ def test_a_job_run_by_a_worker_equals_the_same_job_in_its_own_process(server, im
     assert worker_pid(served) is not None and worker_pid(alone) is None
     assert served.count("mscl job-server worker usage: cpu_s=") == 2 and "usage" not in alone
     assert "SIGTERM" not in served  # a finished worker is not "stopped" when its job process leaves
-    for name in ("encoder.pt", "checkpoint.pt"):
+    for name in ("encoder.pt", "head.pt"):
         assert_same_tensors(
             torch.load(tmp_path / "served/run/pretrain" / name, weights_only=True),
             torch.load(tmp_path / "alone/run/pretrain" / name, weights_only=True),

@@ -246,8 +246,8 @@ def test_pretrain_and_probe_run_end_to_end(
 
     pre = tmp_path / "pre"
     assert {p.name for p in pre.iterdir()} == {
-        "encoder.pt", "head.pt", "checkpoint.pt", "train_log.csv", "resolved_spec.json", "versions.json"
-    }  # fmt: skip
+        "encoder.pt", "head.pt", "train_log.csv", "resolved_spec.json", "versions.json"
+    }  # fmt: skip: no checkpoint.pt once the run is done
     log = pd.read_csv(pre / "train_log.csv")
     assert log["epoch"].tolist() == [1] and log["steps"].tolist() == [2] and np.isfinite(log["loss"]).all()
     versions = json.loads((pre / "versions.json").read_text())
@@ -255,7 +255,6 @@ def test_pretrain_and_probe_run_end_to_end(
     assert json.loads((pre / "resolved_spec.json").read_text()) == RunSpec.from_mapping(spec).to_dict()
     fresh = build_encoder(spec["encoder"], num_labels=4)
     assert set(load(pre / "encoder.pt")) == set(trainable_state(fresh))  # LoRA: the adapter only
-    assert load(pre / "checkpoint.pt")["loss"].keys() == ({"prototypes"} if loss == "msc" else set())
 
     metrics = json.loads((tmp_path / "probe" / "metrics.json").read_text())
     assert metrics["num_labels"] == 4 and metrics["best_epoch"] in (1, 2)
@@ -271,20 +270,26 @@ def test_pretrain_and_probe_run_end_to_end(
 def test_resumed_run_equals_an_uninterrupted_run(kind: str, image_data: Path, text_data: Path, tiny_models: dict, tmp_path: Path) -> None:
     data = image_data if kind == "resnet" else text_data
     spec = run_spec(encoder_spec(kind, tiny_models), loss="msc", epochs=2, max_steps_per_epoch=2)
-    assert pretrain(data, spec, tmp_path / "straight") == 0
+    # Both stop after the last epoch once, so that their full training states can be compared.
+    straight = tmp_path / "straight"
+    assert pretrain(data, spec, straight, "--stop-after-epoch", "2") == EXIT_STOPPED
 
     resumed = tmp_path / "resumed"
     assert pretrain(data, spec, resumed, "--stop-after-epoch", "1") == EXIT_STOPPED
     assert load(resumed / "checkpoint.pt")["epoch"] == 1 and not (resumed / "encoder.pt").exists()
-    assert pretrain(data, spec, resumed) == 0
+    assert pretrain(data, spec, resumed, "--stop-after-epoch", "2") == EXIT_STOPPED
 
-    for name in ("encoder.pt", "head.pt"):
-        assert_same_tensors(load(tmp_path / "straight" / name), load(resumed / name))
-    straight_state, resumed_state = load(tmp_path / "straight" / "checkpoint.pt"), load(resumed / "checkpoint.pt")
+    straight_state, resumed_state = load(straight / "checkpoint.pt"), load(resumed / "checkpoint.pt")
+    assert straight_state["loss"].keys() == {"prototypes"}  # msc: its prototypes are checkpointed
     for key in ("loss", "optimizer", "rng"):
         assert_same_tensors(straight_state[key], resumed_state[key])
+    for run in (straight, resumed):  # finishing writes the final files and removes the checkpoint
+        assert pretrain(data, spec, run) == 0
+        assert (run / "encoder.pt").exists() and not (run / "checkpoint.pt").exists()
+    for name in ("encoder.pt", "head.pt"):
+        assert_same_tensors(load(straight / name), load(resumed / name))
     assert pd.read_csv(resumed / "train_log.csv")["epoch"].tolist() == [1, 2]
-    straight_loss = pd.read_csv(tmp_path / "straight" / "train_log.csv")["loss"]
+    straight_loss = pd.read_csv(straight / "train_log.csv")["loss"]
     assert pd.read_csv(resumed / "train_log.csv")["loss"].tolist() == straight_loss.tolist()
 
 
@@ -336,7 +341,7 @@ def test_a_checkpoint_of_another_spec_is_discarded_and_the_run_starts_over(
     assert "discarding checkpoint.pt: the run spec changed (loss, pretrain.epochs)" in err
     assert "resumed" not in err
     assert json.loads((out / "resolved_spec.json").read_text())["loss"] == "any"
-    assert load(out / "checkpoint.pt")["epoch"] == 3
+    assert (out / "encoder.pt").exists() and not (out / "checkpoint.pt").exists()
     # The old run's log row is gone: epochs 1-3 of the new run, once each.
     assert pd.read_csv(out / "train_log.csv")["epoch"].tolist() == [1, 2, 3]
     # One log line per epoch with loss, learning rate, throughput and elapsed time.

@@ -402,17 +402,18 @@ def test_sigint_to_snakemake_stops_training_and_the_rerun_resumes_then_a_changed
     epochs = [int(line.split(",")[0]) for line in (run_dir / "train_log.csv").read_text().splitlines()[1:]]
     assert epochs == list(range(1, 401))
     assert (workdir / "results" / "benchmarks" / "pretrain" / f"{TINY_RUN}.tsv").exists()
+    assert not (run_dir / "checkpoint.pt").exists()  # a finished run leaves no checkpoint
 
-    # An edited training setting: Snakemake reruns the job (params changed) and the job starts
-    # over instead of failing on the other spec's checkpoint.
+    # An edited training setting: Snakemake reruns the job (params changed), which trains anew.
+    # (A stale checkpoint of another spec is discarded: tests/test_train.py.)
     changed = tiny_text_config(tmp_path / "tiny.yaml", epochs=3)
     snakemake(workdir, target, "--configfile", str(changed))
     log = (workdir / "results" / "logs" / "pretrain" / f"{TINY_RUN}.log").read_text()
-    assert "discarding checkpoint.pt: the run spec changed (pretrain.epochs); starting over from epoch 1" in log
+    assert "resumed" not in log
     assert [line.split(":")[0] for line in log.splitlines() if line.startswith("pretrain epoch")] == [
         "pretrain epoch 1/3", "pretrain epoch 2/3", "pretrain epoch 3/3"
     ]
-    assert torch_load(run_dir / "checkpoint.pt")["epoch"] == 3 and (run_dir / "encoder.pt").exists()
+    assert not (run_dir / "checkpoint.pt").exists() and (run_dir / "encoder.pt").exists()
 
 
 def worker_pid(log_text: str) -> int | None:
