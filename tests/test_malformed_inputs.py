@@ -32,6 +32,7 @@ from test_workflow import job_env
 
 from mscl.__main__ import main as mscl_main
 from mscl.data.manifest import write_dataset
+from mscl.defaults import EXIT_STOPPED
 
 SNAKEMAKE = "snakemake"  # argv[0] of the config cases
 
@@ -202,9 +203,10 @@ def invalid_stats_json(tmp: Path) -> Expect:
 
 @case
 def truncated_checkpoint_under_weights_only_load(tmp: Path, pretrained) -> Expect:
-    data, pre = pretrained
-    run = Path(shutil.copytree(pre, tmp / "run" / "pretrain"))
-    (run / "encoder.pt").unlink()  # an interrupted run: its checkpoint is resumed
+    data, _ = pretrained
+    # An interrupted run (a finished one keeps no checkpoint): its checkpoint is resumed.
+    assert mscl_main([*pretrain(tmp, data), "--stop-after-epoch", "1"]) == EXIT_STOPPED
+    run = tmp / "run" / "pretrain"
     checkpoint = run / "checkpoint.pt"
     checkpoint.write_bytes(checkpoint.read_bytes()[: checkpoint.stat().st_size // 2])
     return Expect(pretrain(tmp, data), str(checkpoint), "checkpoint.pt", unchanged=run)
