@@ -57,7 +57,8 @@ def test_the_run_is_split_into_training_overhead_other_jobs_and_idle(tmp_path: P
     prefix_bench.parent.mkdir(parents=True)
     prefix_bench.write_text("s\th:m:s\tmax_rss\tcpu_time\n6.0\t0:00:06\t900\t5.0\n")
 
-    table, slowest = breakdown(log, Path("results"), tmp_path)
+    table, slowest, cores = breakdown(log, Path("results"), tmp_path)
+    assert cores == 2
     seconds = dict(zip(table["part"], table["core_seconds"]))
     # 40 s wall x 2 cores = 80; pretrain: 29 s (benchmark) of which 19 s training; cache_prefix:
     # 6 s of which 4 s prefix passes; make_demo: 4 s.
@@ -94,7 +95,7 @@ def test_tuning_runs_count_as_training_and_a_resumed_run_sums_its_segments(tmp_p
     job_log.parent.mkdir(parents=True)
     job_log.write_text("pretrain epoch 1/1: loss 1.0, lr 0.1, 50 samples/s, epoch 6.0 s, elapsed 6.0 s\n")
 
-    table, jobs = breakdown(second, Path("results"), tmp_path)
+    table, jobs, _ = breakdown(second, Path("results"), tmp_path)
     seconds = dict(zip(table["part"], table["core_seconds"]))
     # 10 s wall x 2 cores; the tuning job's 10 s (no benchmark file: its stamps) hold 6 s of training.
     assert seconds["training compute"] == 6.0 and seconds["training-job overhead (start-up, set-up, outputs)"] == 4.0

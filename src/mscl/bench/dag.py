@@ -7,7 +7,8 @@ C`) to get each segment's table and their sum (the idle time between segments is
 
 Splits the run's capacity (wall time x the cores Snakemake was given, in core-seconds) into:
 
-- training compute: the pretraining loops (test and tuning runs alike) (the last `elapsed` of each job's per-epoch lines),
+- training compute, of test and tuning runs alike: the pretraining loops (the last `elapsed` of
+  each job's per-epoch lines),
   the probes' feature extraction and linear-layer fitting, and the frozen-prefix passes of
   `cache_prefix` jobs (model compute done once instead of in every run), read from the jobs'
   own logs under `{results}/logs/`;
@@ -21,8 +22,7 @@ Splits the run's capacity (wall time x the cores Snakemake was given, in core-se
 
 Prints the table, the wall and CPU seconds and job count per rule, the jobs' summed CPU time as a
 lower bound on the wall time on idle cores (CPU seconds barely change when other work shares
-the machine; wall seconds do), and the five slowest jobs. Figures
-only; nothing is asserted.
+the machine; wall seconds do), and the five slowest jobs. Figures only; nothing is asserted.
 """
 
 from __future__ import annotations
@@ -121,8 +121,8 @@ def measured(log: str | None, results: Path, workdir: Path) -> dict[str, float] 
     return read_benchmark(workdir / path, workdir / log)
 
 
-def breakdown(log_path: Path, results: Path, workdir: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(the time table, every job's rule and wall seconds, slowest first)."""
+def breakdown(log_path: Path, results: Path, workdir: Path) -> tuple[pd.DataFrame, pd.DataFrame, int]:
+    """(the time table, every job's rule and wall and CPU seconds, slowest first, the cores)."""
     jobs, cores, wall = parse_snakemake_log(log_path)
     capacity = wall * cores
     training = overhead = other = 0.0
@@ -139,7 +139,8 @@ def breakdown(log_path: Path, results: Path, workdir: Path) -> tuple[pd.DataFram
         rows.append({"rule": job.rule, "job": job.log or f"jobid {job.jobid}", "seconds": round(seconds, 1), "cpu_seconds": round(cpu, 1)})
     idle = capacity - training - overhead - other
     parts = (training, overhead, other, idle)
-    return time_table(parts, f"capacity ({wall:.0f} s wall x {cores} cores)", capacity), pd.DataFrame(rows).sort_values("seconds", ascending=False)
+    table = time_table(parts, f"capacity ({wall:.0f} s wall x {cores} cores)", capacity)
+    return table, pd.DataFrame(rows).sort_values("seconds", ascending=False), cores
 
 
 def time_table(parts: Sequence[float], capacity_label: str, capacity: float) -> pd.DataFrame:
@@ -176,26 +177,22 @@ def print_table(table: pd.DataFrame) -> None:
     print(f"\nnon-training share of the wall time: {100 - float(table['share_percent'].iloc[0]):.1f}%")
 
 
-def cores_of(log_path: Path) -> int:
-    return parse_snakemake_log(log_path)[1]
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     args = cli.parse_args("bench dag", argv)
     segments = [breakdown(log, args.results, args.workdir) for log in args.log]
-    for number, (log, (table, _)) in enumerate(zip(args.log, segments), start=1):
+    for number, (log, (table, _, _)) in enumerate(zip(args.log, segments), start=1):
         if len(segments) > 1:
             print(f"segment {number}: {log.name}")
         print_table(table)
         print()
-    jobs = pd.concat([rows for _, rows in segments], ignore_index=True)
+    jobs = pd.concat([rows for _, rows, _ in segments], ignore_index=True)
     if len(segments) > 1:
         print(f"all {len(segments)} segments:")
-        print_table(combined([table for table, _ in segments]))
+        print_table(combined([table for table, _, _ in segments]))
         print()
     print("per rule (jobs' own wall and CPU seconds, summed):")
     print(per_rule(jobs).to_string(index=False))
-    print("\n" + cpu_bound_line(jobs, cores_of(args.log[0])))
+    print("\n" + cpu_bound_line(jobs, segments[0][2]))
     print("\nslowest jobs:")
     print(jobs.sort_values("seconds", ascending=False).head(5).to_string(index=False))
     return 0

@@ -17,15 +17,16 @@ At the end of an epoch before the last, the full training state is checkpointed 
 at least CHECKPOINT_INTERVAL_S seconds (60; environment variable MSCL_CHECKPOINT_INTERVAL_S) have
 passed since the last checkpoint. A finished run deletes its checkpoint once encoder.pt is
 written (a grid of finished checkpoints fills a disk). A rerun of an unfinished run with the
-same --out and the same spec resumes from its checkpoint and ends with weights identical (on CPU) to an uninterrupted
-run. A checkpoint written by another spec or other data is discarded (the log says which keys
+same --out and the same spec resumes from its checkpoint and ends with weights identical (on
+CPU) to an uninterrupted run. A checkpoint written by another spec or other data is discarded (the log says which keys
 changed) and the run starts over. SIGTERM exits at once; the last checkpoint stays. Every
 epoch adds one line to the log (stderr): loss, learning rate, throughput and elapsed time. `--stop-after-epoch K` exits with code 3 right after
 checkpointing epoch K, which simulates a job killed by the cluster (tests use it to check
 resuming).
 
 Outputs in --out: resolved_spec.json, versions.json, train_log.csv, head.pt and, written last,
-encoder.pt; checkpoint.pt only while the run is unfinished (the encoder's trainable parameters and buffers).
+encoder.pt (the encoder's trainable parameters and buffers); checkpoint.pt only while the run is
+unfinished.
 """
 
 from __future__ import annotations
