@@ -20,7 +20,9 @@ def test_claim_dry_run_is_the_documented_grid(tmp_path):
     """As docs/claim-check.md says, per dataset: 4 contrastive losses x 6 settings + BCE x 6
     settings, each on 2 tuning seeds (180 tuning runs), one selection per tuned method (15),
     and the test runs: yeast 10 methods x 10 seeds plus the batch-size sweep (4 losses x 3
-    sizes x 5 seeds), Fashion-MNIST 7 methods (no ablation) and debtags 9 methods x 10 seeds."""
+    sizes x 5 seeds), Fashion-MNIST 7 methods (no ablation) and debtags 9 methods x 10 seeds,
+    and the schedule check at twice the schedule with the selections already made (no tuning
+    of its own): Fashion-MNIST's 5 trained methods and debtags' BCE x 10 seeds."""
     result = subprocess.run(
         snakemake_command(tmp_path, "-n", "--configfile", str(REPO / "config" / "claim.yaml")),
         capture_output=True, text=True, env=job_env(),
@@ -30,7 +32,9 @@ def test_claim_dry_run_is_the_documented_grid(tmp_path):
     counts = job_counts(output)
     assert counts["tuning_pretrain"] == counts["tuning_probe"] == 3 * (4 * 6 + 6) * 2
     assert counts["select_setting"] == 3 * 5
-    assert counts["pretrain"] == counts["probe"] == 10 * 10 + 4 * 3 * 5 + 7 * 10 + 9 * 10
+    assert counts["pretrain"] == counts["probe"] == 10 * 10 + 4 * 3 * 5 + 7 * 10 + 9 * 10 + (5 + 1) * 10
+    assert "results/claim/runs/fashion_mnist/resnet8-2x/simdissim/bs64/seed9/probe/metrics.json" in output
+    assert "results/claim/tuning/fashion_mnist/resnet8-2x" not in output
     for rule in ("prepare_yeast", "prepare_debtags", "embed_debtags", "prepare_fashion_mnist", "claim_export", "claim_report", "statistics_table"):
         assert counts[rule] == 1, rule
     assert "paper_table" not in counts and "collect_runs" not in counts and "local_models" not in counts
@@ -55,7 +59,11 @@ def tiny_config() -> dict:
                   "batch_sizes": [64], "seeds": [0, 1, 2], "tune": True},
         "yeast_batch": {"datasets": ["yeast"], "encoders": ["mlp"], "losses": ["all", "simdissim"], "batch_sizes": [32], "seeds": [0, 1],
                         "tune": True, "tune_batch_size": 64},
+        "yeast_schedule": {"datasets": ["yeast"], "encoders": ["mlp-2x"], "losses": ["simdissim", "bce"], "batch_sizes": [64], "seeds": [0, 1],
+                           "tune": True, "tune_encoder": "mlp"},
     }  # fmt: skip
+    config["encoders"] = {"mlp": mlp, "mlp-2x": {**mlp, "pretrain": {**mlp["pretrain"], "epochs": 4}}}
+    del config["encoders"]["mlp-2x"]["tune"]
     return config
 
 
@@ -83,6 +91,10 @@ def test_tiny_yeast_claim_check_end_to_end(tmp_path):
     assert spec_of("eq12")["pretrain"]["temperature"] == selected["any"]["pretrain"]["temperature"]
     assert spec_of("bce")["pretrain"]["lr"] == selected["bce"]["pretrain"]["lr"]
     assert spec_of("all", batch=32)["pretrain"]["temperature"] == selected["all"]["pretrain"]["temperature"]  # chosen at 64
+    # The schedule block takes mlp's selections (no tuning of its own) at its own epochs.
+    assert not (results / "tuning" / "yeast" / "mlp-2x").exists()
+    longer = json.loads((results / "runs" / "yeast" / "mlp-2x" / "bce" / "bs64" / "seed1" / "probe" / "metrics.json").read_text())["spec"]
+    assert (longer["pretrain"]["lr"], longer["pretrain"]["epochs"], longer["tuned_encoder"]) == (selected["bce"]["pretrain"]["lr"], 4, "mlp")
 
     data = results / "claim_check" / "data"
     runs = pd.read_csv(data / "runs.csv")
@@ -116,8 +128,8 @@ def test_tiny_yeast_claim_check_end_to_end(tmp_path):
 @pytest.mark.parametrize(
     ("overlay", "tuning", "test_runs"),
     [
-        ("claim_quick.yaml", 3 * 30 * 1, 10 + 4 * 3 + 7 + 9),  # one tuning seed; one test seed per block
-        ("claim_gpu.yaml", 3 * 30 * 2, 10 * 10 + 4 * 3 * 5 + 7 * 10 + 8 * 10),  # debtags on text: no logreg
+        ("claim_quick.yaml", 3 * 30 * 1, 10 + 4 * 3 + 7 + 9 + 5 + 1),  # one tuning seed; one test seed per block
+        ("claim_gpu.yaml", 3 * 30 * 2, 10 * 10 + 4 * 3 * 5 + 7 * 10 + 8 * 10 + (5 + 1) * 10),  # debtags on text: no logreg
     ],
 )
 def test_the_quick_and_gpu_tiers_are_the_claim_grid_with_their_documented_changes(tmp_path, overlay, tuning, test_runs):
@@ -129,3 +141,19 @@ def test_the_quick_and_gpu_tiers_are_the_claim_grid_with_their_documented_change
     assert counts["tuning_pretrain"] == tuning and counts["select_setting"] == 15
     assert counts["pretrain"] == counts["probe"] == test_runs
     assert ("embed_debtags" in counts) == (overlay == "claim_quick.yaml")
+
+
+@pytest.mark.parametrize(
+    ("tune_encoder", "message"),
+    [
+        ("resnet9", "experiments.fashion_mnist_schedule.tune_encoder names 'resnet9', which is not a key of `encoders`"),
+        ("mlp", "experiments.fashion_mnist_schedule.tune_encoder 'mlp' has another `spec` than 'resnet8-2x'"),
+    ],
+)
+def test_a_schedule_block_must_reuse_the_selection_of_the_same_network(tmp_path, tune_encoder, message):
+    overlay = tmp_path / "overlay.yaml"
+    overlay.write_text(yaml.safe_dump({"experiments": {"fashion_mnist_schedule": {"tune_encoder": tune_encoder}}}))
+    configs = [str(REPO / "config" / "claim.yaml"), str(overlay)]
+    result = subprocess.run(snakemake_command(tmp_path, "-n", "--configfile", *configs), capture_output=True, text=True, env=job_env())
+    output = result.stdout + result.stderr
+    assert result.returncode != 0 and message in output and "Fix:" in output

@@ -18,6 +18,7 @@ from mscl.__main__ import main as mscl_main
 from mscl.data.manifest import write_dataset
 from mscl.models import build_encoder
 from mscl.demo.tiny_models import make_tiny_models
+from mscl.errors import InputError
 from mscl.train.data import multi_hot
 from mscl.train.pretrain import EXIT_STOPPED, build_model, learning_rate, warmup_steps_for
 from mscl.train.runtime import trainable_state
@@ -201,6 +202,27 @@ def test_the_loss_spec_takes_its_temperature_from_the_pretrain_block() -> None:
     assert settings_problem("pretrain", {"temperature": 0.1, "epochs": 2}, "training.pretrain") is None
     assert "'training.pretrain.temperature' is -1" in settings_problem("pretrain", {"temperature": -1}, "training.pretrain")
     assert "'temperature'" in settings_problem("pretrain", {"temprature": 0.1}, "training.pretrain")  # offered as a key
+
+
+def test_a_tuning_selection_applies_to_its_own_encoder_or_the_named_tuned_encoder(tmp_path: Path) -> None:
+    """A selection carries its chosen values into the spec's pretrain block. It is refused for
+    another encoder, unless the spec names that encoder as `tuned_encoder` (the same network with
+    another schedule), which the resolved spec then records; specs without it read as before."""
+    selected = tmp_path / "selected.json"
+    selected.write_text(json.dumps({"dataset": "d", "encoder_name": "r", "method": "any", "chosen": "lr0.5", "pretrain": {"lr": 0.5}}))
+    base = {"dataset": "d", "encoder_name": "r", "encoder": RESNET, "loss": "any", "batch_size": 4, "pretrain": {"lr": 0.1, "epochs": 2}}
+    own = load_spec(json.dumps(base), selected)
+    assert (own.pretrain.lr, own.pretrain.epochs, own.tuned_encoder) == (0.5, 2, None) and "tuned_encoder" not in own.to_dict()
+    longer = {**base, "encoder_name": "r-2x", "pretrain": {"lr": 0.1, "epochs": 4}}
+    with pytest.raises(InputError, match="the selection is for encoder_name 'r', the run spec has 'r-2x'"):
+        load_spec(json.dumps(longer), selected)
+    reused = load_spec(json.dumps({**longer, "tuned_encoder": "r"}), selected)
+    assert (reused.pretrain.lr, reused.pretrain.epochs, reused.tuned_encoder) == (0.5, 4, "r")
+    assert RunSpec.from_mapping(reused.to_dict()) == reused and reused.to_dict()["tuned_encoder"] == "r"
+    with pytest.raises(InputError, match="the selection is for encoder_name 'r', the run spec has 'q'"):
+        load_spec(json.dumps({**longer, "tuned_encoder": "q"}), selected)
+    with pytest.raises(ValueError, match="'tuned_encoder'"):
+        RunSpec.from_mapping({**longer, "tuned_encoder": ""})
 
 
 def test_spec_requires_the_run_axes() -> None:

@@ -139,7 +139,8 @@ RUN_DIR = run_dir(RESULTS)
 # Equal tuning per method (the claim check, docs/claim-check.md; mscl.tuning). A run of an
 # experiment block with `tune: true` takes the hyperparameters chosen on val from tuning runs:
 # every setting of its encoder's grid for the method's family (`encoders.<name>.tune`) x every
-# `tuning.seeds`, at the block's `tune_batch_size` (default: the run's own batch size). Methods
+# `tuning.seeds`, at the block's `tune_batch_size` and for its `tune_encoder` (default: the run's
+# own batch size and encoder; an encoder of the same architecture, e.g. a longer schedule). Methods
 # in `tuning.reuse` take another method's choice (the ablations Sim-Dissim's); untrained
 # reference methods have nothing to tune. A tuning run lives under tuning/, with its setting
 # as a path component (mscl.layout.TUNE_RUN_NAME); the choice is tuning/.../bs{batch}/selected.json.
@@ -158,6 +159,25 @@ def encoder_grid(encoder, loss):
             f"{{temperature: [0.05, 0.1, 0.2], lr: [0.0003, 0.001]}}, in {config_files()}"
         )
     return grid_settings(grid)
+
+
+def tuned_encoder(block_name, block, encoder):
+    """The encoder whose selection a tuned run of `encoder` takes: the block's `tune_encoder`,
+    which must be the same architecture (a setting chosen for one network says nothing about
+    another), or the run's own."""
+    source = block.get("tune_encoder", encoder)
+    if source not in config["encoders"]:
+        raise ValueError(
+            f"config experiments.{block_name}.tune_encoder names {source!r}, which is not a key of `encoders` "
+            f"{sorted(config['encoders'])}. Fix: name the encoder whose tuning selection the block reuses, in {config_files()}"
+        )
+    if config["encoders"][source]["spec"] != config["encoders"][encoder]["spec"]:
+        raise ValueError(
+            f"config experiments.{block_name}.tune_encoder {source!r} has another `spec` than {encoder!r}, so its chosen "
+            f"settings do not carry over. Fix: give both encoders the same spec (they may differ in `pretrain`), or drop "
+            f"`tune_encoder`, in {config_files()}"
+        )
+    return source
 
 
 def tuning_plan():
@@ -179,9 +199,10 @@ def tuning_plan():
                 )
             source = config["tuning"]["reuse"].get(loss, loss)
             tune_batch = block.get("tune_batch_size", batch)
-            selection_of[(dataset, encoder, loss, batch, seed)] = (dataset, encoder, source, tune_batch)
-            for setting in encoder_grid(encoder, source):
-                tuning_runs.update((dataset, encoder, source, tune_batch, setting, s) for s in tuning_seeds)
+            tune_encoder = tuned_encoder(block_name, block, encoder)
+            selection_of[(dataset, encoder, loss, batch, seed)] = (dataset, tune_encoder, source, tune_batch)
+            for setting in encoder_grid(tune_encoder, source):
+                tuning_runs.update((dataset, tune_encoder, source, tune_batch, setting, s) for s in tuning_seeds)
     both = sorted(set(selection_of) & untuned)
     if both:
         raise ValueError(
@@ -404,6 +425,9 @@ def run_spec(wildcards):
         "pretrain": {**config["training"]["pretrain"], **encoder["pretrain"], **tuning_values(wildcards)},
         "probe": {**config["training"]["probe"], **encoder["probe"]},
     }
+    selection = SELECTION_OF.get(run_key(wildcards)) if wildcards.get("setting") is None else None
+    if selection and selection[1] != wildcards.encoder:
+        spec["tuned_encoder"] = selection[1]  # the run takes another encoder's selection (`tune_encoder`)
     return shlex.quote(json.dumps(spec, sort_keys=True))
 
 

@@ -88,6 +88,9 @@ class RunSpec:
     seed: int = 0
     pretrain: PretrainSpec = field(default_factory=PretrainSpec)
     probe: ProbeSpec = field(default_factory=ProbeSpec)
+    # The encoder whose tuning selection set this run's values, when not its own: the same
+    # network under another name, e.g. a longer schedule (the config's `tune_encoder`).
+    tuned_encoder: str | None = None
 
     @property
     def encoder_kind(self) -> str:
@@ -119,6 +122,8 @@ class RunSpec:
         int_in(0, MAX_SEED)("seed", seed)
         pretrain, temperature = pretrain_settings(data.get("pretrain"), "pretrain")
         probe = build_block(ProbeSpec, data.get("probe"), "probe")
+        if data.get("tuned_encoder") is not None:
+            non_empty_string("tuned_encoder", data["tuned_encoder"])
         return cls(
             dataset=data["dataset"],
             encoder_name=data["encoder_name"],
@@ -128,12 +133,15 @@ class RunSpec:
             seed=seed,
             pretrain=resolve_pretrain(pretrain, data["encoder"]["kind"], data["batch_size"]),
             probe=probe,
+            tuned_encoder=data.get("tuned_encoder"),
         )
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready mapping, in the layout users write; `from_mapping(to_dict())` gives
         this spec back."""
         mapping = asdict(self)
+        if mapping["tuned_encoder"] is None:
+            del mapping["tuned_encoder"]  # the usual case: a spec without it reads as before
         loss = mapping.pop("loss")
         mapping["pretrain"]["temperature"] = loss["temperature"]
         return {**mapping, "loss": loss["name"], "loss_options": loss["options"]}
@@ -177,16 +185,18 @@ def read_spec_mapping(value: str) -> dict[str, Any]:
 def with_selected_setting(mapping: Mapping[str, Any], selected: Path) -> dict[str, Any]:
     """`mapping` with the pretrain keys of a tuning selection (`python -m mscl select-setting`,
     selected.json: {"dataset", "encoder_name", "method", "chosen", "pretrain": {key: value}})
-    written over its `pretrain` block. The selection must be for the spec's dataset and encoder;
-    its method may differ (the ablations reuse Sim-Dissim's setting, docs/claim-check.md)."""
+    written over its `pretrain` block. The selection must be for the spec's dataset and encoder
+    (its `tuned_encoder` when it has one); its method may differ (the ablations reuse
+    Sim-Dissim's setting, docs/claim-check.md)."""
     document = read_json(selected, "tuning selection", "run the tuning jobs and `python -m mscl select-setting` first", "rerun `python -m mscl select-setting`")
     if not isinstance(document, dict) or not isinstance(document.get("pretrain"), dict):
         raise InputError(selected, "no 'pretrain' mapping of chosen values", "rerun `python -m mscl select-setting`", field="pretrain")
-    for key in ("dataset", "encoder_name"):
-        if document.get(key) != mapping.get(key):
+    expected = {"dataset": mapping.get("dataset"), "encoder_name": mapping.get("tuned_encoder") or mapping.get("encoder_name")}
+    for key, value in expected.items():
+        if document.get(key) != value:
             raise InputError(
-                selected, f"the selection is for {key} {document.get(key)!r}, the run spec has {mapping.get(key)!r}",
-                "pass the selection made for this run's dataset and encoder", field=key,
+                selected, f"the selection is for {key} {document.get(key)!r}, the run spec has {value!r}",
+                "pass the selection made for this run's dataset and encoder (or its tuned_encoder)", field=key,
             )  # fmt: skip
     pretrain = mapping.get("pretrain") or {}
     if not isinstance(pretrain, Mapping):
