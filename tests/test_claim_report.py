@@ -124,12 +124,12 @@ def test_update_docs_rewrites_blocks_and_check_reports_differences(tmp_path: Pat
 # ------------------------------------------------------------------------------- export
 
 
-def write_run(root: Path, method: str, seed: int, commit: str, batch: int = 64, value: float = 0.5) -> Path:
-    probe = root / method / f"bs{batch}" / f"seed{seed}" / "probe"
+def write_run(root: Path, method: str, seed: int, commit: str, batch: int = 64, value: float = 0.5, encoder: str = "mlp", epochs: int = 120) -> Path:
+    probe = root / encoder / method / f"bs{batch}" / f"seed{seed}" / "probe"
     (probe.parent / "pretrain").mkdir(parents=True)
     probe.mkdir(parents=True)
     section = {"micro_f1": value, "macro_f1_per_class": value - 0.1, "macro_f1": value - 0.1, "map": value + 0.01, "macro_auc": value + 0.2}
-    spec = {"dataset": "yeast", "loss": method, "batch_size": batch, "seed": seed}
+    spec = {"dataset": "yeast", "encoder_name": encoder, "loss": method, "batch_size": batch, "seed": seed, "pretrain": {"epochs": epochs}}
     (probe / "metrics.json").write_text(json.dumps({"test": section, "val_best": section, "spec": spec, "macro_f1_definition": "per_class"}))
     for folder in (probe, probe.parent / "pretrain"):
         (folder / "versions.json").write_text(json.dumps({"mscl_commit": commit}))
@@ -148,18 +148,25 @@ def test_export_refuses_runs_of_several_or_uncommitted_versions(tmp_path: Path) 
     assert not (tmp_path / "out").exists()
 
 
-def test_export_writes_runs_at_the_main_batch_size_and_the_sweep_apart(tmp_path: Path) -> None:
+def write_scores_and_stats(root: Path, paths: list[Path]) -> Path:
+    """Each run's test scores (4 samples x 2 labels, for the buckets) and a stats.json with the
+    training label counts; returns the stats.json."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    for path in paths:
+        table = pa.table({"id": ["a", "b", "c", "d"], "labels": [["x"], ["x", "y"], [], ["x"]], "scores": pa.FixedSizeListArray.from_arrays(pa.array([0.9, 0.1, 0.8, 0.7, 0.2, 0.3, 0.6, 0.4], pa.float32()), 2)})
+        pq.write_table(table.replace_schema_metadata({"mscl.label_names": json.dumps(["x", "y"])}), path.parent / "test_scores.parquet")
+    stats_json = root / "stats.json"
+    stats_json.write_text(json.dumps({"splits": {"train": {"label_frequency": {"x": 30, "y": 5}}}}))
+    return stats_json
+
+
+def test_export_writes_runs_at_the_main_batch_size_and_the_sweep_apart(tmp_path: Path) -> None:
     from mscl.report.claim_data import export
 
     paths = [write_run(tmp_path, m, s, "c1") for m in ("all", "simdissim") for s in (0, 1)] + [write_run(tmp_path, "all", 0, "c1", batch=32)]
-    for path in paths:  # test scores for the buckets: 4 samples x 2 labels
-        table = pa.table({"id": ["a", "b", "c", "d"], "labels": [["x"], ["x", "y"], [], ["x"]], "scores": pa.FixedSizeListArray.from_arrays(pa.array([0.9, 0.1, 0.8, 0.7, 0.2, 0.3, 0.6, 0.4], pa.float32()), 2)})
-        pq.write_table(table.replace_schema_metadata({"mscl.label_names": json.dumps(["x", "y"])}), path.parent / "test_scores.parquet")
-    stats_json = tmp_path / "stats.json"
-    stats_json.write_text(json.dumps({"splits": {"train": {"label_frequency": {"x": 30, "y": 5}}}}))
+    stats_json = write_scores_and_stats(tmp_path, paths)
     counts = export(paths, [], {"yeast": stats_json}, tmp_path / "out")
     runs = pd.read_csv(tmp_path / "out" / "runs.csv")
     assert counts["runs.csv"] == len(runs) == 2 * 2 * 2 and set(runs["method"]) == {"all", "simdissim"}
@@ -167,6 +174,69 @@ def test_export_writes_runs_at_the_main_batch_size_and_the_sweep_apart(tmp_path:
     assert set(pd.read_csv(tmp_path / "out" / "batch_size.csv")["batch_size"]) == {32, 64}
     buckets = pd.read_csv(tmp_path / "out" / "buckets.csv")
     assert set(zip(buckets["bucket"], buckets["labels"])) == {("head", 1), ("tail", 1)}  # x holds 30 of 35 instances
+
+
+def test_export_keeps_the_schedule_check_apart_with_one_commit_per_group(tmp_path: Path) -> None:
+    """Runs of a second encoder of a dataset (the schedule check) go to schedule.csv and
+    schedule_convergence.csv only; each group must be one clean commit, and may be another
+    commit than the main runs'."""
+    from mscl.report.claim_data import export
+
+    main = [write_run(tmp_path, m, s, "c1") for m in ("all", "simdissim") for s in (0, 1, 2)]
+    longer = [write_run(tmp_path, m, s, "c2", encoder="mlp-2x", epochs=240, value=0.6) for m in ("all", "simdissim") for s in (0, 1)]
+    (longer[0].parent.parent / "pretrain" / "train_log.csv").write_text("epoch,loss,val_map_readout\n120,1.5,0.41\n240,1.4,0.42\n")
+    (main[0].parent.parent / "pretrain" / "train_log.csv").write_text("epoch,loss,val_map_readout\n60,1.6,0.40\n120,1.5,0.41\n")
+    stats_json = write_scores_and_stats(tmp_path, main + longer)
+    counts = export(main + longer, [], {"yeast": stats_json}, tmp_path / "out")
+    runs, schedule = pd.read_csv(tmp_path / "out" / "runs.csv"), pd.read_csv(tmp_path / "out" / "schedule.csv")
+    assert counts["runs.csv"] == 2 * 3 * 2 and set(runs["commit"]) == {"c1"} and set(pd.read_csv(tmp_path / "out" / "batch_size.csv")["commit"]) == {"c1"}
+    assert len(pd.read_csv(tmp_path / "out" / "buckets.csv")) == 2 * 3 * 2  # main runs only: head and tail
+    assert list(schedule.columns) == ["dataset", "method", "encoder", "epochs", "seed", "split", "micro_f1", "macro_f1", "map", "macro_auc", "commit"]
+    assert len(schedule) == 2 * 2 * 2 and set(schedule["encoder"]) == {"mlp-2x"} and set(schedule["epochs"]) == {240} and set(schedule["commit"]) == {"c2"}
+    assert schedule["micro_f1"].eq(0.6).all()
+    convergence = pd.read_csv(tmp_path / "out" / "convergence.csv")
+    assert convergence["epoch"].tolist() == [60, 120]
+    longer_convergence = pd.read_csv(tmp_path / "out" / "schedule_convergence.csv")
+    assert longer_convergence["epoch"].tolist() == [120, 240] and set(longer_convergence["encoder"]) == {"mlp-2x"}
+    mixed = longer + [write_run(tmp_path / "c3", "any", 0, "c3", encoder="mlp-2x", epochs=240)]
+    write_scores_and_stats(tmp_path / "c3", mixed[-1:])
+    with pytest.raises(InputError, match="the schedule-check runs were made by"):
+        export(main + mixed, [], {"yeast": stats_json}, tmp_path / "mixed")
+
+
+def schedule_frame(effects: dict[str, float], shift: float, epochs: int = 50, seeds=range(10)) -> pd.DataFrame:
+    """schedule.csv rows of fashion_mnist at a longer schedule: synthetic_runs' rows plus `shift`."""
+    runs = synthetic_runs(effects, datasets=("fashion_mnist",), seeds=seeds)
+    for metric in claim.METRICS:
+        runs[metric] = runs[metric] + shift
+    return runs.assign(encoder="resnet8-2x", epochs=epochs)
+
+
+def test_the_schedule_check_repeats_the_primary_comparisons_and_names_a_changed_verdict() -> None:
+    main = synthetic_runs({"simdissim": 0.0, "all": -0.03, "any": 0.03, "mulsupcon": 0.0, "bce": 0.1})
+    tests = comparison_tests(main, "simdissim", 0.05, 0.01)
+    # At the longer schedule ALL catches up (+0.03 + the common shift): better -> equivalent.
+    longer = schedule_frame({"simdissim": 0.0, "all": 0.0, "any": 0.03, "mulsupcon": 0.0, "bce": 0.1}, shift=0.02)
+    checks = claim.schedule_tests(main, longer, "simdissim", 0.05, 0.01)
+    rivals = checks[(checks["family"] == "schedule") & (checks["metric"] == "map")]
+    assert len(rivals) == 3 and (rivals["holm_family_size"] == 3).all() and (rivals["epochs"] == 50).all()
+    assert set(checks.loc[checks["family"] == "schedule", "metric"]) == set(claim.METRICS)
+    by_rival = rivals.set_index("comparison")["verdict"]
+    assert by_rival["all"] == equivalent(0.01) and by_rival["any"] == WORSE
+    # Doubling: each method's longer-schedule test mAP minus its own at the main schedule, by seed.
+    doubling = checks[checks["family"] == "doubling"].set_index("comparison")
+    assert set(doubling.index) == {"simdissim", "all", "any", "mulsupcon", "bce"} and (doubling["metric"] == "map").all()
+    main_fm = main[(main.dataset == "fashion_mnist") & (main.split == "test")]
+    expected = (longer[(longer.method == "all") & (longer.split == "test")].set_index("seed")["map"] - main_fm[main_fm.method == "all"].set_index("seed")["map"]).mean()
+    assert doubling.loc["all", "mean_diff"] == pytest.approx(expected) and doubling.loc["all", "holm_family_size"] == 5
+    changed = claim.changed_verdicts(tests, checks)
+    assert changed == [("fashion_mnist", "all", BETTER, equivalent(0.01))]
+    headline = claim.headline_sentence(tests, 0.01, changed)
+    assert "The verdict on Fashion-MNIST canvases vs ALL depends on the schedule: better at the main schedule, equivalent within ±1 point at twice it" in headline
+    assert "vs ALL better became equivalent within ±1 point" in claim.schedule_check_phrase(tests, checks)
+    same = claim.schedule_tests(main, schedule_frame({"simdissim": 0.0, "all": -0.03, "any": 0.03, "mulsupcon": 0.0}, shift=0.01), "simdissim", 0.05, 0.01)
+    assert claim.changed_verdicts(tests, same) == [] and "every verdict held" in claim.schedule_check_phrase(tests, same)
+    assert claim.schedule_tests(main, longer.iloc[0:0], "simdissim", 0.05, 0.01).empty
 
 
 def test_the_readme_says_trained_to_a_plateau_only_when_every_method_plateaued() -> None:

@@ -119,9 +119,15 @@ def test_tiny_yeast_claim_check_end_to_end(tmp_path):
     assert set(tests.loc[tests["family"] == "reference", "comparison"]) == {"none", "bce", "logreg"}
     assert (primary.groupby("metric")["holm_family_size"].max() == 2).all()
     assert set(tests["verdict"]) <= {"better", "worse", "equivalent within ±1 point", "inconclusive"}
+    # The schedule block stays out of runs.csv; its rows and monitor checks have files of their own.
+    schedule = pd.read_csv(data / "schedule.csv")
+    assert len(schedule) == 2 * 2 * 2 and set(schedule["encoder"]) == {"mlp-2x"} and set(schedule["epochs"]) == {4}
+    assert set(pd.read_csv(data / "schedule_convergence.csv")["epoch"]) == {1, 2, 3, 4}
+    doubling = pd.read_csv(results / "claim_check" / "schedule_tests.csv")
+    assert set(doubling["family"]) == {"doubling"} and set(doubling["comparison"]) == {"simdissim", "bce"} and (doubling["n"] == 2).all()
     report = (results / "claim_check" / "claim_report.md").read_text()
-    assert "identical to ANY on all 3 seeds" in report
-    for name in ("claim_differences", "claim_convergence", "claim_batch_size", "claim_long_tail"):
+    assert "identical to ANY on all 3 seeds" in report and "**Schedule check (Amendment 2" in report
+    for name in ("claim_differences", "claim_convergence", "claim_batch_size", "claim_long_tail", "claim_schedule"):
         assert (results / "claim_check" / f"{name}.png").stat().st_size > 1000
 
 

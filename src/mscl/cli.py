@@ -428,8 +428,8 @@ def _readme_results(parser: argparse.ArgumentParser) -> None:
 
 @command("claim-report", doc_of="mscl.report.claim")
 def _claim_report(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--data-dir", required=True, type=Path, help="folder of the claim-export files (runs.csv, batch_size.csv, buckets.csv, convergence.csv, tuning.csv, probes.csv)")
-    parser.add_argument("--out-dir", required=True, type=Path, help="folder for tests.csv, batch_size_tests.csv, long_tail_tests.csv and claim_report.md")
+    parser.add_argument("--data-dir", required=True, type=Path, help="folder of the claim-export files (runs.csv, batch_size.csv, buckets.csv, convergence.csv, tuning.csv, probes.csv, schedule.csv, schedule_convergence.csv)")
+    parser.add_argument("--out-dir", required=True, type=Path, help="folder for tests.csv, batch_size_tests.csv, long_tail_tests.csv, schedule_tests.csv and claim_report.md")
     parser.add_argument("--figures-dir", type=Path, help="folder for the figures (default: --out-dir)")
     parser.add_argument("--docs", nargs="+", type=Path, default=[], help="markdown files whose generated blocks (<!-- claim-report:NAME -->) are rewritten")
     parser.add_argument("--check", action="store_true", help="with --docs: only compare the blocks, exit 1 if any differs")
@@ -443,7 +443,7 @@ def _claim_export(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--metrics", required=True, nargs="+", type=Path, help="probe metrics.json of every test run of the claim check")
     parser.add_argument("--selections", nargs="*", type=Path, default=[], help="every tuning selection (selected.json)")
     parser.add_argument("--train-stats", nargs="+", default=[], metavar="DATASET=STATS_JSON", help="each dataset's stats.json (training label counts for the frequency buckets)")
-    parser.add_argument("--out-dir", required=True, type=Path, help="folder for runs.csv, batch_size.csv, buckets.csv, convergence.csv, tuning.csv, probes.csv")
+    parser.add_argument("--out-dir", required=True, type=Path, help="folder for runs.csv, batch_size.csv, buckets.csv, convergence.csv, tuning.csv, probes.csv, schedule.csv, schedule_convergence.csv")
     parser.add_argument("--allow-mixed-commits", action="store_true", help="write even if the runs come from several (or uncommitted) versions of the code; the report says so")
 
 

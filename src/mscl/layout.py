@@ -80,8 +80,8 @@ TABLE_NAMES = ("image", "aapd", "mimic_full", "mimic_50", "sota", "ablation", "p
 FIGURE_NAMES = ("improvement", "std", "text_encoders", "mimic_dotplot", "mimic_heatstrip", "frequency_buckets", "batch_size", "relations")
 # The claim check's data files (`claim-export`, mscl.report.claim_data) and figures
 # (`claim-report`, mscl.report.claim).
-CLAIM_DATA_FILES = ("runs.csv", "batch_size.csv", "buckets.csv", "convergence.csv", "tuning.csv", "probes.csv")
-CLAIM_FIGURE_NAMES = ("claim_differences", "claim_convergence", "claim_batch_size", "claim_long_tail")
+CLAIM_DATA_FILES = ("runs.csv", "batch_size.csv", "buckets.csv", "convergence.csv", "tuning.csv", "probes.csv", "schedule.csv", "schedule_convergence.csv")
+CLAIM_FIGURE_NAMES = ("claim_differences", "claim_convergence", "claim_batch_size", "claim_long_tail", "claim_schedule")
 # The MIMIC settings, each with its own split lists (`fetch-mimic-splits --version`).
 MIMIC_VERSIONS = ("mimic3", "mimic4_icd9", "mimic4_icd10")
 

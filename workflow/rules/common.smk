@@ -535,7 +535,7 @@ def batch_size_option(wildcards):
 # The claim check's artifacts (report.artifacts = claim): the data files of `claim-export`
 # (mscl.report.claim_data) and the statistics, sections and figures of `claim-report`
 # (mscl.report.claim). `make claim` copies them into docs/ (docs/claim-check.md).
-CLAIM_FILES = ["tests.csv", "batch_size_tests.csv", "long_tail_tests.csv", "claim_report.md"] + [
+CLAIM_FILES = ["tests.csv", "batch_size_tests.csv", "long_tail_tests.csv", "schedule_tests.csv", "claim_report.md"] + [
     f"{name}.{ext}" for name in CLAIM_FIGURE_NAMES for ext in ("pdf", "png")
 ]
 

@@ -23,10 +23,15 @@ another method on one dataset and one test metric, paired by seed:
 - verdict: "better" / "worse" when p_holm < alpha (by the sign of d); else "equivalent within
   +-m points" when p_tost_holm < alpha; else "inconclusive". Never "tie".
 
+The schedule check (Amendment 2; schedule.csv, schedule_convergence.csv) repeats the primary
+comparisons of the datasets it reran at twice the schedule (family `schedule`, Holm per dataset
+and metric) and measures each rerun method's paired test-mAP gain from doubling (family
+`doubling`); a primary verdict that differs there is named in the headline.
+
 Outputs in --out-dir: tests.csv (the comparisons above), batch_size_tests.csv,
-long_tail_tests.csv, claim_report.md (every generated section, for the Snakemake report) and
-the figures claim_differences, claim_convergence, claim_batch_size and claim_long_tail (png +
-pdf, into --figures-dir when given). `--docs FILE...` rewrites the generated blocks of those
+long_tail_tests.csv, schedule_tests.csv, claim_report.md (every generated section, for the
+Snakemake report) and the figures claim_differences, claim_convergence, claim_batch_size,
+claim_long_tail and claim_schedule (png + pdf, into --figures-dir when given). `--docs FILE...` rewrites the generated blocks of those
 files, each between `<!-- claim-report:NAME -->` and `<!-- /claim-report:NAME -->`. With
 `--check` it only compares them and exits 1 when a block differs; the test suite runs this
 against the committed data. So every number in the claim's prose comes from this code.
@@ -63,6 +68,12 @@ TEST_COLUMNS = (
     "dataset", "comparison", "metric", "family", "n", "mean_diff", "sd_diff", "ci_low", "ci_high", "p", "p_holm",
     "holm_family_size", "margin", "p_tost", "p_tost_holm", "mde80", "verdict",
 )  # fmt: skip
+# The schedule check's files (Amendment 2): absent from data exported before it, read as empty.
+OPTIONAL_DATA_FILES = {
+    "schedule.csv": ["dataset", "method", "encoder", "epochs", "seed", "split", *METRICS, "commit"],
+    "schedule_convergence.csv": ["dataset", "method", "encoder", "seed", "epoch", "val_map_readout", "loss", "commit"],
+}
+SCHEDULE_TEST_COLUMNS = ("dataset", "encoder", "epochs", *TEST_COLUMNS[1:])
 BLOCK = re.compile(r"(<!-- claim-report:(?P<name>[a-z_]+) -->\n)(?P<body>.*?)(<!-- /claim-report:(?P=name) -->)", re.DOTALL)
 
 
@@ -158,6 +169,9 @@ def load_data(data_dir: Path) -> dict[str, pd.DataFrame]:
         try:
             frames[name.removesuffix(".csv")] = pd.read_csv(path)
         except FileNotFoundError:
+            if name in OPTIONAL_DATA_FILES:  # data exported before the schedule check existed
+                frames[name.removesuffix(".csv")] = pd.DataFrame(columns=OPTIONAL_DATA_FILES[name])
+                continue
             raise InputError(path, "claim data file not found", "run `python -m mscl claim-export` (the claim DAG writes it)") from None
         except (pd.errors.ParserError, pd.errors.EmptyDataError) as error:
             raise InputError(path, f"not a readable CSV ({error})", "rerun `python -m mscl claim-export`") from None
@@ -276,6 +290,50 @@ def bce_check(runs: pd.DataFrame, margin: float) -> list[dict[str, Any]]:
     return out
 
 
+def schedule_tests(runs: pd.DataFrame, schedule: pd.DataFrame, reference: str, alpha: float, margin: float) -> pd.DataFrame:
+    """The schedule check (docs/claim-check.md, Amendment 2), per dataset x longer-schedule encoder:
+
+    - family `schedule`: the reference minus each primary rival at the longer schedule, every
+      metric, paired by seed; Holm per (dataset, metric) over the rivals (3);
+    - family `doubling`: each method at the longer schedule minus itself at the main schedule
+      (runs.csv), test mAP, paired by seed; Holm per dataset over the methods.
+    """
+    rows = []
+    for (dataset, encoder), block in schedule.groupby(["dataset", "encoder"], sort=False):
+        where = {"dataset": dataset, "encoder": encoder, "epochs": int(block["epochs"].iloc[0])}
+        for metric in METRICS:
+            for rival in PRIMARY_RIVALS:
+                d = paired(block, dataset, reference, rival, metric)
+                if not d.empty:
+                    rows.append({**where, "comparison": rival, "metric": metric, "family": "schedule", **paired_statistics(d.to_numpy(), margin)})
+        for method in block["method"].unique():
+            longer, main = seed_values(block, dataset, method, HEADLINE), seed_values(runs, dataset, method, HEADLINE)
+            common = longer.index.intersection(main.index).sort_values()
+            if not common.empty:
+                rows.append({**where, "comparison": method, "metric": HEADLINE, "family": "doubling", **paired_statistics((longer[common] - main[common]).to_numpy(), margin)})
+    frame = pd.DataFrame(rows)
+    if frame.empty:
+        return pd.DataFrame(columns=list(SCHEDULE_TEST_COLUMNS))
+    return adjust_families(frame, alpha, margin, ["family", "dataset", "encoder", "metric"])[list(SCHEDULE_TEST_COLUMNS)]
+
+
+def schedule_plateau(convergence: pd.DataFrame) -> pd.DataFrame:
+    """plateau_frame of every longer-schedule encoder's monitor checks, with its encoder."""
+    parts = [plateau_frame(block).assign(encoder=encoder) for encoder, block in convergence.groupby("encoder", sort=False)]
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["dataset", "method", "encoder", "epochs", "final", "gain_last_third", "seeds"])
+
+
+def changed_verdicts(tests: pd.DataFrame, checks: pd.DataFrame) -> list[tuple[str, str, str, str]]:
+    """(dataset, rival, verdict at the main schedule, at the longer one) for every test-mAP
+    comparison of the schedule check whose verdict differs from the primary one."""
+    changed = []
+    for r in checks[(checks["family"] == "schedule") & (checks["metric"] == HEADLINE)].itertuples():
+        main = tests[(tests["family"] == "primary") & (tests["metric"] == HEADLINE) & (tests["dataset"] == r.dataset) & (tests["comparison"] == r.comparison)]
+        if not main.empty and main["verdict"].iloc[0] != r.verdict:
+            changed.append((r.dataset, r.comparison, main["verdict"].iloc[0], r.verdict))
+    return changed
+
+
 # --------------------------------------------------------------------------- rendering
 
 
@@ -374,7 +432,7 @@ def count_verdicts(frame: pd.DataFrame, margin: float) -> str:
     return ", ".join(f"{label} {counts[label]}" for label in labels)
 
 
-def headline_sentence(tests: pd.DataFrame, margin: float) -> str:
+def headline_sentence(tests: pd.DataFrame, margin: float, changed: Sequence[tuple[str, str, str, str]] = ()) -> str:
     primary = tests[(tests["family"] == "primary") & (tests["metric"] == HEADLINE)]
     better = int((primary["verdict"] == BETTER).sum())
     consistent = better == len(primary) and len(primary) > 0
@@ -382,9 +440,13 @@ def headline_sentence(tests: pd.DataFrame, margin: float) -> str:
         f"{dataset_name(d)}: " + ", ".join(f"vs {method_name(r.comparison)} {points(r.mean_diff, 2, True)} ({r.verdict})" for r in block.itertuples())
         for d, block in primary.groupby("dataset", sort=False)
     )
+    depends = "".join(
+        f" The verdict on {dataset_name(d)} vs {method_name(rival)} depends on the schedule: {main} at the main schedule, {longer} at twice it (schedule check)."
+        for d, rival, main, longer in changed
+    )
     return (
         f"**Headline (test mAP, {len(primary)} primary comparisons, Holm).** Sim-Dissim {'does' if consistent else 'does not'} "
-        f"consistently outperform ALL, ANY and MulSupCon on these data: {count_verdicts(primary, margin)}. {detail}."
+        f"consistently outperform ALL, ANY and MulSupCon on these data: {count_verdicts(primary, margin)}. {detail}.{depends}"
     )
 
 
@@ -469,6 +531,71 @@ def convergence_sentence(plateau: pd.DataFrame) -> str:
     return f"**Convergence.** NOT every method plateaued (gain over the last third >= {PLATEAU_GAIN * 100:g} point): {names}."
 
 
+def schedule_sentence(checks: pd.DataFrame, plateau: pd.DataFrame, changed: Sequence[tuple[str, str, str, str]], margin: float) -> str:
+    """The schedule check's outcome: plateau at twice the schedule, what doubling gained, and
+    whether the primary verdicts hold there."""
+    if checks.empty:
+        return "**Schedule check.** No schedule-check runs in these data."
+    still = plateau[plateau["gain_last_third"] >= PLATEAU_GAIN]
+    if still.empty:
+        state = f"every rerun method plateaued by the protocol's criterion (largest gain over the last third {points(plateau['gain_last_third'].max(), 2, True)})"
+    else:
+        state = "NOT every rerun method plateaued: " + ", ".join(f"{dataset_name(r.dataset)} {method_name(r.method)} ({points(r.gain_last_third, 2, True)})" for r in still.itertuples())
+    doubling = checks[checks["family"] == "doubling"]
+    gains = "; ".join(
+        f"{dataset_name(d)} ({int(block['epochs'].iloc[0])} epochs): " + ", ".join(f"{method_name(r.comparison)} {points(r.mean_diff, 2, True)}" for r in block.itertuples())
+        for d, block in doubling.groupby("dataset", sort=False)
+    )
+    rivals = checks[(checks["family"] == "schedule") & (checks["metric"] == HEADLINE)]
+    if rivals.empty:
+        held = ""
+    else:
+        detail = "; ".join(
+            f"{dataset_name(d)}: " + ", ".join(f"vs {method_name(r.comparison)} {points(r.mean_diff, 2, True)} ({r.verdict})" for r in block.itertuples())
+            for d, block in rivals.groupby("dataset", sort=False)
+        )
+        outcome = "every verdict is the one at the main schedule" if not changed else f"{len(changed)} of {len(rivals)} verdicts differ from those at the main schedule"
+        held = f" Sim-Dissim minus each rival at twice the schedule (test mAP, Holm over {len(rivals)}): {count_verdicts(rivals, margin)}; {outcome}. {detail}."
+    return (
+        f"**Schedule check (Amendment 2: twice the schedule, each method's setting from the first).** At twice the schedule {state}. "
+        f"Test mAP gained by doubling the schedule, paired by seed: {gains}.{held}"
+    )
+
+
+def schedule_table(checks: pd.DataFrame, plateau: pd.DataFrame, runs: pd.DataFrame, schedule: pd.DataFrame, main_plateau: pd.DataFrame) -> str:
+    """Per rerun method: epochs, end readout and test mAP at both schedules, the longer one's
+    gain over its last third, and the paired test-mAP gain from doubling."""
+    rows = []
+    for r in checks[checks["family"] == "doubling"].itertuples():
+        first = main_plateau[(main_plateau["dataset"] == r.dataset) & (main_plateau["method"] == r.comparison)]
+        longer = plateau[(plateau["dataset"] == r.dataset) & (plateau["method"] == r.comparison) & (plateau["encoder"] == r.encoder)]
+        main_map = seed_values(runs, r.dataset, r.comparison, HEADLINE).mean()
+        long_map = seed_values(schedule[schedule["encoder"] == r.encoder], r.dataset, r.comparison, HEADLINE).mean()
+        epochs = f"{int(first['epochs'].iloc[0]) if not first.empty else '?'} → {int(r.epochs)}"
+        readout = f"{points(first['final'].iloc[0]) if not first.empty else 'n/a'} → {points(longer['final'].iloc[0]) if not longer.empty else 'n/a'}"
+        rows.append([
+            dataset_name(r.dataset), method_name(r.comparison), epochs, readout,
+            points(longer["gain_last_third"].iloc[0], 2, True) if not longer.empty else "n/a",
+            f"{points(main_map)} → {points(long_map)}", f"{difference_cell(r)}, p {format_p(r.p)}", str(int(r.n)),
+        ])  # fmt: skip
+    headers = ["Dataset", "Method", "Epochs", "Val readout at end", "Gain over last third (longer)", "Test mAP", "Test mAP gain from doubling [95% CI]", "Seeds"]
+    return table(headers, rows, "llrrrrrr")
+
+
+def schedule_verdicts_table(tests: pd.DataFrame, checks: pd.DataFrame) -> str:
+    """Each primary comparison the schedule check repeats: test mAP at both schedules."""
+    rows = []
+    for r in checks[(checks["family"] == "schedule") & (checks["metric"] == HEADLINE)].itertuples():
+        main = tests[(tests["family"] == "primary") & (tests["metric"] == HEADLINE) & (tests["dataset"] == r.dataset) & (tests["comparison"] == r.comparison)]
+        first = next(main.itertuples()) if not main.empty else None
+        rows.append([
+            dataset_name(r.dataset), method_name(r.comparison),
+            f"{points(first.mean_diff, 2, True)}, {first.verdict}" if first else "n/a",
+            f"{difference_cell(r)}, {format_p(r.p_holm)}, {r.verdict}", "yes" if first and first.verdict == r.verdict else "no",
+        ])  # fmt: skip
+    return table(["Dataset", "Sim-Dissim minus", "Test mAP Δ at the main schedule, verdict", f"At {int(checks['epochs'].max())} epochs: Δ [95% CI], Holm p, verdict", "Same verdict"], rows, "lllll")
+
+
 def probe_sentence(probes: pd.DataFrame) -> str:
     """The probe's own convergence: runs whose val-chosen epoch is the last one (still improving)."""
     if probes.empty:
@@ -498,15 +625,19 @@ def provenance_sentence(runs: pd.DataFrame) -> str:
     return f"Generated by `python -m mscl claim-report` from docs/claim/*.csv, made by {which}; {counts}."
 
 
-def blocks(frames: Mapping[str, pd.DataFrame], tests: pd.DataFrame, batch_tests: pd.DataFrame, tail_tests: pd.DataFrame, margin: float, cost: str) -> dict[str, str]:
-    """Every generated section, by block name (the docs' markers)."""
+def blocks(frames: Mapping[str, pd.DataFrame], tests: pd.DataFrame, batch_tests: pd.DataFrame, tail_tests: pd.DataFrame, checks: pd.DataFrame, margin: float, cost: str) -> dict[str, str]:
+    """Every generated section, by block name (the docs' markers); `checks` are schedule_tests."""
     runs = frames["runs"]
     plateau = plateau_frame(frames["convergence"])
+    longer_plateau = schedule_plateau(frames["schedule_convergence"])
+    changed = changed_verdicts(tests, checks)
     outcome = [
-        bce_sentence(bce_check(runs, margin)), convergence_sentence(plateau), probe_sentence(frames["probes"]), headline_sentence(tests, margin),
+        bce_sentence(bce_check(runs, margin)), convergence_sentence(plateau), schedule_sentence(checks, longer_plateau, changed, margin),
+        probe_sentence(frames["probes"]), headline_sentence(tests, margin, changed),
         batch_sentence(batch_tests, margin), long_tail_sentence(tail_tests, margin), ablation_sentence(tests, margin),
         eq12_sentence(eq12_identity(runs)),
     ]  # fmt: skip
+    schedule_rivals = checks[checks["family"] == "schedule"]
     primary = tests[tests["family"] == "primary"]
     batch_table = "" if batch_tests.empty else comparisons_table(
         batch_tests[batch_tests["metric"].isin(METRICS[:3])].assign(dataset=lambda f: f["dataset"].map(dataset_name) + " batch " + f["batch_size"].astype(str)), METRICS[:3]
@@ -518,7 +649,7 @@ def blocks(frames: Mapping[str, pd.DataFrame], tests: pd.DataFrame, batch_tests:
     return {
         "provenance": provenance_sentence(runs) + "\n",
         "outcome": "\n\n".join(f"- {sentence}" for sentence in outcome) + "\n",
-        "readme": readme_paragraph(tests, runs, plateau, margin),
+        "readme": readme_paragraph(tests, runs, plateau, margin, checks),
         "summary": summary_table(runs),
         "primary": comparisons_table(primary, METRICS),
         "secondary": comparisons_table(tests[tests["family"] != "primary"], METRICS),
@@ -526,11 +657,16 @@ def blocks(frames: Mapping[str, pd.DataFrame], tests: pd.DataFrame, batch_tests:
         "long_tail": table(["Dataset", "Sim-Dissim minus", "Metric", "Head gain", "Tail gain", "Tail − head [95% CI]", "Holm p", "Verdict"], tail_rows, "lllrrrrl") if tail_rows else "No bucket data.\n",
         "tuning": tuning_table(frames["tuning"]) if not frames["tuning"].empty else "No tuning runs.\n",
         "convergence": convergence_table(plateau) if not plateau.empty else "No convergence data.\n",
+        "schedule": schedule_table(checks, longer_plateau, runs, frames["schedule"], plateau) if not checks.empty else "No schedule-check runs in these data.\n",
+        "schedule_comparisons": (
+            schedule_verdicts_table(tests, checks) + "\nEvery metric at twice the schedule (Holm per metric over the rivals):\n\n"
+            + comparisons_table(schedule_rivals.assign(dataset=schedule_rivals["dataset"].map(dataset_name) + ", " + schedule_rivals["epochs"].astype(str) + " epochs"), METRICS)
+        ) if not schedule_rivals.empty else "No schedule-check comparisons in these data.\n",
         "cost": cost,
     }
 
 
-def readme_paragraph(tests: pd.DataFrame, runs: pd.DataFrame, plateau: pd.DataFrame, margin: float) -> str:
+def readme_paragraph(tests: pd.DataFrame, runs: pd.DataFrame, plateau: pd.DataFrame, margin: float, checks: pd.DataFrame | None = None) -> str:
     primary = tests[(tests["family"] == "primary") & (tests["metric"] == HEADLINE)]
     commits = sorted(runs["commit"].astype(str).unique())
     better = int((primary["verdict"] == BETTER).sum())
@@ -540,8 +676,22 @@ def readme_paragraph(tests: pd.DataFrame, runs: pd.DataFrame, plateau: pd.DataFr
         f"{schedule_phrase(plateau)} and {int(runs[runs['split'] == 'test'].groupby(['dataset', 'method'])['seed'].nunique().min())}+ fresh seeds per method, "
         f"Sim-Dissim {'does' if consistent else 'does not'} consistently outperform ALL, ANY and MulSupCon on these data. "
         f"Of the {len(primary)} primary comparisons on test mAP (Holm-corrected): {count_verdicts(primary, margin)}. "
+        f"{schedule_check_phrase(tests, checks)}"
         "docs/claim-check.md has the protocol, every comparison and the other claims (batch size, long tail, ablation, Eq. 12).\n"
     )
+
+
+def schedule_check_phrase(tests: pd.DataFrame, checks: pd.DataFrame | None) -> str:
+    """The README's sentence on the schedule check: which comparisons it repeated and whether their verdicts held."""
+    if checks is None or checks.empty:
+        return ""
+    rivals = checks[(checks["family"] == "schedule") & (checks["metric"] == HEADLINE)]
+    if rivals.empty:
+        return ""
+    changed = changed_verdicts(tests, checks)
+    where = ", ".join(sorted({dataset_name(d) for d in rivals["dataset"]}))
+    held = "every verdict held" if not changed else "; ".join(f"vs {method_name(rival)} {main} became {longer}" for _, rival, main, longer in changed)
+    return f"Rerun at twice the schedule ({where}, {len(rivals)} comparisons): {held}. "
 
 
 def schedule_phrase(plateau: pd.DataFrame) -> str:
@@ -611,6 +761,28 @@ def convergence_figure(convergence: pd.DataFrame):
     handles, labels = axes[0, 0].get_legend_handles_labels()
     figure.legend(handles, labels, loc="outside lower center", ncols=min(6, len(labels)))
     figure.suptitle("Convergence: the monitor's val mAP against epoch (mean over test seeds; band: min-max)", fontsize=8)
+    return figure
+
+
+def schedule_figure(convergence: pd.DataFrame, longer: pd.DataFrame):
+    """Per dataset of the schedule check: the monitor's val mAP against epoch at the main
+    schedule (solid) and at the longer one (dashed), mean over seeds per rerun method."""
+    from mscl.report.figures import new_figure
+
+    datasets = datasets_of(longer) if not longer.empty else []
+    figure, axes = new_figure(min(FULL_WIDTH_IN, max(COLUMN_WIDTH_IN, 2.6 * max(1, len(datasets)))), 2.4, nrows=1, ncols=max(1, len(datasets)))
+    for ax, dataset in zip(axes[0], datasets):
+        rerun = longer[longer["dataset"] == dataset]
+        for method in rerun["method"].unique():
+            for frame, style in ((convergence, "-"), (rerun, "--")):
+                curve = frame[(frame["dataset"] == dataset) & (frame["method"] == method)].groupby("epoch")["val_map_readout"].mean() * 100
+                ax.plot(curve.index, curve, style, color=method_colour(method), linewidth=1.1, label=method_name(method) if style == "-" else None)
+        ax.set_title(f"{dataset_name(dataset)} ({rerun['seed'].nunique()} seeds)")
+        ax.set_xlabel("epoch")
+    axes[0, 0].set_ylabel("val mAP of the ridge readout (%)")
+    if datasets:
+        axes[0, 0].legend(fontsize=6)
+    figure.suptitle("Schedule check: main schedule (solid) and twice it (dashed), mean over test seeds", fontsize=8)
     return figure
 
 
@@ -696,17 +868,20 @@ def write_report(data_dir: Path, out_dir: Path, figures_dir: Path | None, refere
     tests = comparison_tests(frames["runs"], reference, alpha, margin)
     batch_tests = batch_size_tests(frames["batch_size"], reference, alpha, margin)
     tail_tests = long_tail_tests(frames["buckets"], reference, alpha, margin)
-    generated = blocks(frames, tests, batch_tests, tail_tests, margin, cost_block(data_dir))
+    checks = schedule_tests(frames["runs"], frames["schedule"], reference, alpha, margin)
+    generated = blocks(frames, tests, batch_tests, tail_tests, checks, margin, cost_block(data_dir))
     out_dir = Path(out_dir)
     write_text(out_dir / "tests.csv", tests.to_csv(index=False, lineterminator="\n", float_format="%.17g"))
     write_text(out_dir / "batch_size_tests.csv", batch_tests.to_csv(index=False, lineterminator="\n", float_format="%.17g"))
     write_text(out_dir / "long_tail_tests.csv", tail_tests.to_csv(index=False, lineterminator="\n", float_format="%.17g"))
+    write_text(out_dir / "schedule_tests.csv", checks.to_csv(index=False, lineterminator="\n", float_format="%.17g"))
     write_text(out_dir / "claim_report.md", "\n".join(f"## {name}\n\n{body}" for name, body in generated.items()))
     figures: dict[str, Callable[[], Any]] = {
         "claim_differences": lambda: differences_figure(frames["runs"], tests, reference),
         "claim_convergence": lambda: convergence_figure(frames["convergence"]),
         "claim_batch_size": lambda: batch_size_figure(frames["batch_size"], reference),
         "claim_long_tail": lambda: long_tail_figure(tail_tests),
+        "claim_schedule": lambda: schedule_figure(frames["convergence"], frames["schedule_convergence"]),
     }
     for name in CLAIM_FIGURE_NAMES:
         save_figure(figures[name](), Path(figures_dir or out_dir) / name)

@@ -23,6 +23,16 @@ writes them anyway, for work in progress, and the report then says so.
   val metric, from the selections (selected.json).
 - probes.csv: dataset, method, seed, best_epoch, epochs, commit. The probe's val-chosen epoch of
   every main-batch run: a probe that chose its last epoch was still improving.
+- schedule.csv: dataset, method, encoder, epochs, seed, split, the four metrics, commit. The
+  schedule check (docs/claim-check.md, "Amendment 2"): the runs of an encoder other than the
+  dataset's main one (the encoder most of its runs share), e.g. the same network at twice the
+  schedule. Every file above holds main-encoder runs only.
+- schedule_convergence.csv: dataset, method, encoder, seed, epoch, val_map_readout, loss, commit.
+  The monitor's checks of those runs.
+
+The commit rule holds per group: the main-encoder runs (every file but the schedule files) come
+from one clean commit, and the schedule runs from one clean commit, which may be a later one: a
+check added after the main run, in the same clone, keeps the main files one pipeline.
 """
 
 from __future__ import annotations
@@ -49,6 +59,8 @@ RUNS_COLUMNS = ("dataset", "method", "seed", "split", *METRICS, "commit")
 BATCH_COLUMNS = ("dataset", "method", "batch_size", "seed", "split", *METRICS, "commit")
 BUCKET_COLUMNS = ("dataset", "method", "seed", "bucket", "labels", "macro_f1", "map", "commit")
 CONVERGENCE_COLUMNS = ("dataset", "method", "seed", "epoch", "val_map_readout", "loss", "commit")
+SCHEDULE_COLUMNS = ("dataset", "method", "encoder", "epochs", "seed", "split", *METRICS, "commit")
+SCHEDULE_CONVERGENCE_COLUMNS = ("dataset", "method", "encoder", "seed", "epoch", "val_map_readout", "loss", "commit")
 TUNING_COLUMNS = ("dataset", "method", "batch_size", "setting", "seed", "metric", "value", "chosen")
 PROBE_COLUMNS = ("dataset", "method", "seed", "best_epoch", "epochs", "commit")
 SPLIT_SECTIONS = {"val": "val_best", "test": "test"}
@@ -72,9 +84,10 @@ def read_run(metrics_path: Path) -> dict[str, Any]:
     """One run's axes, commit and val/test metrics (the dataset family's macro-F1)."""
     document = read_metrics_json(metrics_path)
     spec = document.get("spec") or {}
-    axes = {key: spec.get(key) for key in ("dataset", "loss", "batch_size", "seed")}
+    axes = {key: spec.get(key) for key in ("dataset", "loss", "batch_size", "seed", "encoder_name")}
     if any(value is None for value in axes.values()):
-        raise InputError(metrics_path, "the recorded run spec lacks dataset, loss, batch_size or seed", "rerun the probe job", field="spec")
+        raise InputError(metrics_path, "the recorded run spec lacks dataset, loss, batch_size, seed or encoder_name", "rerun the probe job", field="spec")
+    axes["epochs"] = int((spec.get("pretrain") or {}).get("epochs", 0))
     definition = document.get("macro_f1_definition") or macro_f1_definition(axes["dataset"])
     values = {}
     for split, section_name in SPLIT_SECTIONS.items():
@@ -86,24 +99,38 @@ def read_run(metrics_path: Path) -> dict[str, Any]:
     return {**axes, "definition": definition, "values": values, "probe": probe, "commit": run_commit(metrics_path.parent), "probe_dir": metrics_path.parent}
 
 
-def main_batch_sizes(runs: Sequence[Mapping[str, Any]]) -> dict[str, int]:
-    """Per dataset the batch size most of its runs share (ties: the smaller)."""
+def most_shared(runs: Sequence[Mapping[str, Any]], axis: str) -> dict[str, Any]:
+    """Per dataset the value of `axis` most of its runs share (ties: the smallest)."""
     counts: dict[str, Counter] = {}
     for run in runs:
-        counts.setdefault(run["dataset"], Counter())[run["batch_size"]] += 1
-    return {dataset: min(tally, key=lambda b: (-tally[b], b)) for dataset, tally in counts.items()}
+        counts.setdefault(run["dataset"], Counter())[run[axis]] += 1
+    return {dataset: min(tally, key=lambda value: (-tally[value], value)) for dataset, tally in counts.items()}
+
+
+def check_one_commit(runs: Sequence[Mapping[str, Any]], which: str, allow_mixed_commits: bool) -> list[str]:
+    """The commits of a group of runs; InputError unless they are one clean commit (or mixing is allowed)."""
+    commits = sorted({run["commit"] for run in runs})
+    if runs and not allow_mixed_commits and (len(commits) != 1 or commits[0].endswith("+dirty") or commits[0] == "unknown"):
+        raise InputError(
+            None, f"the {which} runs were made by {commits}, not by one clean commit",
+            "commit your changes and rerun the runs of other commits (delete their run folders), or pass --allow-mixed-commits for a draft",
+            field="mscl_commit",
+        )  # fmt: skip
+    return commits
 
 
 # ---------------------------------------------------------------------------- rows
 
 
-def metric_rows(runs: Sequence[Mapping[str, Any]], with_batch: bool) -> list[dict[str, Any]]:
+def metric_rows(runs: Sequence[Mapping[str, Any]], with_batch: bool, with_schedule: bool = False) -> list[dict[str, Any]]:
     rows = []
     for run in runs:
         for split in SPLIT_SECTIONS:
             row = {"dataset": run["dataset"], "method": run["loss"], "seed": run["seed"], "split": split}
             if with_batch:
                 row["batch_size"] = run["batch_size"]
+            if with_schedule:
+                row.update(encoder=run["encoder_name"], epochs=run["epochs"])
             rows.append({**row, **run["values"][split], "commit": run["commit"]})
     return rows
 
@@ -134,7 +161,7 @@ def convergence_rows(run: Mapping[str, Any]) -> list[dict[str, Any]]:
         for line in csv.DictReader(handle):
             if line.get("val_map_readout"):
                 rows.append({
-                    "dataset": run["dataset"], "method": run["loss"], "seed": run["seed"], "epoch": int(line["epoch"]),
+                    "dataset": run["dataset"], "method": run["loss"], "encoder": run["encoder_name"], "seed": run["seed"], "epoch": int(line["epoch"]),
                     "val_map_readout": float(line["val_map_readout"]), "loss": float(line["loss"]), "commit": run["commit"],
                 })  # fmt: skip
     return rows
@@ -167,22 +194,20 @@ def csv_text(rows: Iterable[Mapping[str, Any]], columns: Sequence[str]) -> str:
 
 
 def sort_key(row: Mapping[str, Any]) -> tuple:
-    return tuple(str(row.get(k, "")) if k not in ("seed", "epoch", "batch_size") else int(row.get(k, 0)) for k in ("dataset", "method", "batch_size", "seed", "split", "bucket", "epoch", "setting"))
+    return tuple(str(row.get(k, "")) if k not in ("seed", "epoch", "batch_size") else int(row.get(k, 0)) for k in ("dataset", "method", "encoder", "batch_size", "seed", "split", "bucket", "epoch", "setting"))
 
 
 def export(metrics_paths: Sequence[Path], selections: Sequence[Path], train_stats: Mapping[str, Path], out_dir: Path, allow_mixed_commits: bool = False) -> dict[str, int]:
     """Write CLAIM_DATA_FILES (mscl.layout) into out_dir; return the row count of each."""
-    runs = [read_run(Path(path)) for path in metrics_paths]
-    if not runs:
+    every_run = [read_run(Path(path)) for path in metrics_paths]
+    if not every_run:
         raise InputError(None, "no runs given", "pass every test run's probe metrics.json with --metrics", field="--metrics")
-    commits = sorted({run["commit"] for run in runs})
-    if not allow_mixed_commits and (len(commits) != 1 or commits[0].endswith("+dirty") or commits[0] == "unknown"):
-        raise InputError(
-            None, f"the runs were made by {commits}, not by one clean commit",
-            "commit your changes and rerun the runs of other commits (delete their run folders), or pass --allow-mixed-commits for a draft",
-            field="mscl_commit",
-        )  # fmt: skip
-    main_batch = main_batch_sizes(runs)
+    main_encoder = most_shared(every_run, "encoder_name")
+    runs = [run for run in every_run if run["encoder_name"] == main_encoder[run["dataset"]]]
+    schedule = [run for run in every_run if run["encoder_name"] != main_encoder[run["dataset"]]]
+    commits = check_one_commit(runs, "main", allow_mixed_commits)
+    schedule_commits = check_one_commit(schedule, "schedule-check", allow_mixed_commits)
+    main_batch = most_shared(runs, "batch_size")
     main = [run for run in runs if run["batch_size"] == main_batch[run["dataset"]]]
     missing = sorted({run["dataset"] for run in main} - set(train_stats))
     if missing:
@@ -195,12 +220,15 @@ def export(metrics_paths: Sequence[Path], selections: Sequence[Path], train_stat
         "convergence.csv": (sorted((r for run in main for r in convergence_rows(run)), key=sort_key), CONVERGENCE_COLUMNS),
         "tuning.csv": (sorted((r for path in selections for r in tuning_rows(Path(path))), key=sort_key), TUNING_COLUMNS),
         "probes.csv": (sorted(({"dataset": r["dataset"], "method": r["loss"], "seed": r["seed"], **r["probe"], "commit": r["commit"]} for r in main), key=sort_key), PROBE_COLUMNS),
+        "schedule.csv": (sorted(metric_rows(schedule, False, with_schedule=True), key=sort_key), SCHEDULE_COLUMNS),
+        "schedule_convergence.csv": (sorted((r for run in schedule for r in convergence_rows(run)), key=sort_key), SCHEDULE_CONVERGENCE_COLUMNS),
     }
     out_dir.mkdir(parents=True, exist_ok=True)
     for name in CLAIM_DATA_FILES:
         write_text(out_dir / name, csv_text(*tables[name]))
-    if len(commits) > 1:
-        print(f"claim-export: WARNING: the runs come from {len(commits)} commits {commits} (--allow-mixed-commits)", file=sys.stderr)
+    for which, group in (("main", commits), ("schedule-check", schedule_commits)):
+        if len(group) > 1:
+            print(f"claim-export: WARNING: the {which} runs come from {len(group)} commits {group} (--allow-mixed-commits)", file=sys.stderr)
     return {name: len(rows) for name, (rows, _) in tables.items()}
 
 
