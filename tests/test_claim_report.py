@@ -234,6 +234,8 @@ def test_the_schedule_check_repeats_the_primary_comparisons_and_names_a_changed_
     headline = claim.headline_sentence(tests, 0.01, changed)
     assert "The verdict on Fashion-MNIST canvases vs ALL depends on the schedule: better at the main schedule, equivalent within ±1 point at twice it" in headline
     assert "vs ALL better became equivalent within ±1 point" in claim.schedule_check_phrase(tests, checks)
+    assert claim.schedule_check_phrase(tests, checks, longer).startswith("Rerun at twice the schedule (commit `abc`, Fashion-MNIST canvases, 3 comparisons)")
+    assert "The schedule check (Amendment 2) was made by commit `abc`; Fashion-MNIST canvases 10 seeds x 5 methods." in claim.provenance_sentence(main, longer)
     same = claim.schedule_tests(main, schedule_frame({"simdissim": 0.0, "all": -0.03, "any": 0.03, "mulsupcon": 0.0}, shift=0.01), "simdissim", 0.05, 0.01)
     assert claim.changed_verdicts(tests, same) == [] and "every verdict held" in claim.schedule_check_phrase(tests, same)
     assert claim.schedule_tests(main, longer.iloc[0:0], "simdissim", 0.05, 0.01).empty
