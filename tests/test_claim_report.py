@@ -230,11 +230,11 @@ def test_the_schedule_check_repeats_the_primary_comparisons_and_names_a_changed_
     expected = (longer[(longer.method == "all") & (longer.split == "test")].set_index("seed")["map"] - main_fm[main_fm.method == "all"].set_index("seed")["map"]).mean()
     assert doubling.loc["all", "mean_diff"] == pytest.approx(expected) and doubling.loc["all", "holm_family_size"] == 5
     changed = claim.changed_verdicts(tests, checks)
-    assert changed == [("fashion_mnist", "all", BETTER, equivalent(0.01))]
+    assert changed == [("fashion_mnist", "all", BETTER, equivalent(0.01), 50)]
     headline = claim.headline_sentence(tests, 0.01, changed)
-    assert "The verdict on Fashion-MNIST canvases vs ALL depends on the schedule: better at the main schedule, equivalent within ±1 point at twice it" in headline
+    assert "The verdict on Fashion-MNIST canvases vs ALL depends on the schedule: better at the main schedule, equivalent within ±1 point at 50 epochs (schedule check)" in headline
     assert "vs ALL better became equivalent within ±1 point" in claim.schedule_check_phrase(tests, checks)
-    assert claim.schedule_check_phrase(tests, checks, longer).startswith("Rerun at twice the schedule (commit `abc`, Fashion-MNIST canvases, 3 comparisons)")
+    assert claim.schedule_check_phrase(tests, checks, longer).startswith("Rerun at a longer schedule (commit `abc`, Fashion-MNIST canvases 50 epochs; 3 comparisons)")
     assert "The schedule check (Amendment 2) was made by commit `abc`; Fashion-MNIST canvases 10 seeds x 5 methods." in claim.provenance_sentence(main, longer)
     verdict_rows = claim.schedule_verdicts_table(tests, checks).splitlines()[2:]
     assert len(verdict_rows) == 3 and verdict_rows[0].startswith("| Fashion-MNIST canvases (50 epochs) | ALL | +3.") and ", better | +0.0" in verdict_rows[0]

@@ -24,15 +24,15 @@ another method on one dataset and one test metric, paired by seed:
   +-m points" when p_tost_holm < alpha; else "inconclusive". Never "tie".
 
 The schedule check (Amendment 2; schedule.csv, schedule_convergence.csv) repeats the primary
-comparisons of the datasets it reran at twice the schedule (family `schedule`, Holm per dataset
+comparisons of the datasets it reran at a longer schedule (family `schedule`, Holm per dataset
 and metric) and measures each rerun method's paired test-mAP gain from doubling (family
 `doubling`); a primary verdict that differs there is named in the headline.
 
 Outputs in --out-dir: tests.csv (the comparisons above), batch_size_tests.csv,
 long_tail_tests.csv, schedule_tests.csv, claim_report.md (every generated section, for the
 Snakemake report) and the figures claim_differences, claim_convergence, claim_batch_size,
-claim_long_tail and claim_schedule (png + pdf, into --figures-dir when given). `--docs FILE...` rewrites the generated blocks of those
-files, each between `<!-- claim-report:NAME -->` and `<!-- /claim-report:NAME -->`. With
+claim_long_tail and claim_schedule (png + pdf, into --figures-dir when given).
+`--docs FILE...` rewrites the generated blocks of those files, each between `<!-- claim-report:NAME -->` and `<!-- /claim-report:NAME -->`. With
 `--check` it only compares them and exits 1 when a block differs; the test suite runs this
 against the committed data. So every number in the claim's prose comes from this code.
 """
@@ -323,14 +323,14 @@ def schedule_plateau(convergence: pd.DataFrame) -> pd.DataFrame:
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["dataset", "method", "encoder", "epochs", "final", "gain_last_third", "seeds"])
 
 
-def changed_verdicts(tests: pd.DataFrame, checks: pd.DataFrame) -> list[tuple[str, str, str, str]]:
-    """(dataset, rival, verdict at the main schedule, at the longer one) for every test-mAP
-    comparison of the schedule check whose verdict differs from the primary one."""
+def changed_verdicts(tests: pd.DataFrame, checks: pd.DataFrame) -> list[tuple[str, str, str, str, int]]:
+    """(dataset, rival, verdict at the main schedule, at the longer one, its epochs) for every
+    test-mAP comparison of the schedule check whose verdict differs from the primary one."""
     changed = []
     for r in checks[(checks["family"] == "schedule") & (checks["metric"] == HEADLINE)].itertuples():
         main = tests[(tests["family"] == "primary") & (tests["metric"] == HEADLINE) & (tests["dataset"] == r.dataset) & (tests["comparison"] == r.comparison)]
         if not main.empty and main["verdict"].iloc[0] != r.verdict:
-            changed.append((r.dataset, r.comparison, main["verdict"].iloc[0], r.verdict))
+            changed.append((r.dataset, r.comparison, main["verdict"].iloc[0], r.verdict, int(r.epochs)))
     return changed
 
 
@@ -432,7 +432,7 @@ def count_verdicts(frame: pd.DataFrame, margin: float) -> str:
     return ", ".join(f"{label} {counts[label]}" for label in labels)
 
 
-def headline_sentence(tests: pd.DataFrame, margin: float, changed: Sequence[tuple[str, str, str, str]] = ()) -> str:
+def headline_sentence(tests: pd.DataFrame, margin: float, changed: Sequence[tuple[str, str, str, str, int]] = ()) -> str:
     primary = tests[(tests["family"] == "primary") & (tests["metric"] == HEADLINE)]
     better = int((primary["verdict"] == BETTER).sum())
     consistent = better == len(primary) and len(primary) > 0
@@ -441,8 +441,8 @@ def headline_sentence(tests: pd.DataFrame, margin: float, changed: Sequence[tupl
         for d, block in primary.groupby("dataset", sort=False)
     )
     depends = "".join(
-        f" The verdict on {dataset_name(d)} vs {method_name(rival)} depends on the schedule: {main} at the main schedule, {longer} at twice it (schedule check)."
-        for d, rival, main, longer in changed
+        f" The verdict on {dataset_name(d)} vs {method_name(rival)} depends on the schedule: {main} at the main schedule, {longer} at {epochs} epochs (schedule check)."
+        for d, rival, main, longer, epochs in changed
     )
     return (
         f"**Headline (test mAP, {len(primary)} primary comparisons, Holm).** Sim-Dissim {'does' if consistent else 'does not'} "
@@ -531,8 +531,8 @@ def convergence_sentence(plateau: pd.DataFrame) -> str:
     return f"**Convergence.** NOT every method plateaued (gain over the last third >= {PLATEAU_GAIN * 100:g} point): {names}."
 
 
-def schedule_sentence(checks: pd.DataFrame, plateau: pd.DataFrame, changed: Sequence[tuple[str, str, str, str]], margin: float) -> str:
-    """The schedule check's outcome: plateau at twice the schedule, what doubling gained, and
+def schedule_sentence(checks: pd.DataFrame, plateau: pd.DataFrame, changed: Sequence[tuple[str, str, str, str, int]], margin: float) -> str:
+    """The schedule check's outcome: plateau at the longer schedule, what it gained, and
     whether the primary verdicts hold there."""
     if checks.empty:
         return "**Schedule check.** No schedule-check runs in these data."
@@ -555,10 +555,10 @@ def schedule_sentence(checks: pd.DataFrame, plateau: pd.DataFrame, changed: Sequ
             for d, block in rivals.groupby("dataset", sort=False)
         )
         outcome = "every verdict is the one at the main schedule" if not changed else f"{len(changed)} of {len(rivals)} verdicts differ from those at the main schedule"
-        held = f" Sim-Dissim minus each rival at twice the schedule (test mAP, Holm over {len(rivals)}): {count_verdicts(rivals, margin)}; {outcome}. {detail}."
+        held = f" Sim-Dissim minus each rival at the longer schedule (test mAP, Holm over {len(rivals)}): {count_verdicts(rivals, margin)}; {outcome}. {detail}."
     return (
-        f"**Schedule check (Amendment 2: twice the schedule, each method's setting from the first).** At twice the schedule {state}. "
-        f"Test mAP gained by doubling the schedule, paired by seed: {gains}.{held}"
+        f"**Schedule check (Amendment 2: longer schedules, each method's setting from the first).** At the longer schedule {state}. "
+        f"Test mAP gained by the longer schedule, paired by seed: {gains}.{held}"
     )
 
 
@@ -667,7 +667,7 @@ def blocks(frames: Mapping[str, pd.DataFrame], tests: pd.DataFrame, batch_tests:
         "convergence": convergence_table(plateau) if not plateau.empty else "No convergence data.\n",
         "schedule": schedule_table(checks, longer_plateau, runs, frames["schedule"], plateau) if not checks.empty else "No schedule-check runs in these data.\n",
         "schedule_comparisons": (
-            schedule_verdicts_table(tests, checks) + "\nEvery metric at twice the schedule (Holm per metric over the rivals):\n\n"
+            schedule_verdicts_table(tests, checks) + "\nEvery metric at the longer schedule (Holm per metric over the rivals):\n\n"
             + comparisons_table(schedule_rivals.assign(dataset=schedule_rivals["dataset"].map(dataset_name) + ", " + schedule_rivals["epochs"].astype(str) + " epochs"), METRICS)
         ) if not schedule_rivals.empty else "No schedule-check comparisons in these data.\n",
         "cost": cost,
@@ -698,10 +698,10 @@ def schedule_check_phrase(tests: pd.DataFrame, checks: pd.DataFrame | None, sche
     if rivals.empty:
         return ""
     changed = changed_verdicts(tests, checks)
-    where = ", ".join(sorted({dataset_name(d) for d in rivals["dataset"]}))
-    held = "every verdict held" if not changed else "; ".join(f"vs {method_name(rival)} {main} became {longer}" for _, rival, main, longer in changed)
+    held = "every verdict held" if not changed else "; ".join(f"vs {method_name(rival)} {main} became {longer}" for _, rival, main, longer, _ in changed)
     which = f"{made_by(schedule)}, " if schedule is not None and not schedule.empty else ""
-    return f"Rerun at twice the schedule ({which}{where}, {len(rivals)} comparisons): {held}. "
+    epochs = ", ".join(f"{dataset_name(d)} {int(e)} epochs" for d, e in rivals.groupby("dataset", sort=False)["epochs"].first().items())
+    return f"Rerun at a longer schedule ({which}{epochs}; {len(rivals)} comparisons): {held}. "
 
 
 def schedule_phrase(plateau: pd.DataFrame) -> str:
@@ -792,7 +792,7 @@ def schedule_figure(convergence: pd.DataFrame, longer: pd.DataFrame):
     axes[0, 0].set_ylabel("val mAP of the ridge readout (%)")
     if datasets:
         axes[0, 0].legend(fontsize=6)
-    figure.suptitle("Schedule check: main schedule (solid) and twice it (dashed), mean over test seeds", fontsize=8)
+    figure.suptitle("Schedule check: main schedule (solid) and the longer one (dashed), mean over test seeds", fontsize=8)
     return figure
 
 
