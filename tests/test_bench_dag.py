@@ -110,3 +110,21 @@ def test_tuning_runs_count_as_training_and_a_resumed_run_sums_its_segments(tmp_p
     assert "non-training share of the wall time: 94.0%" in total
     per_rule = out.split("per rule (jobs")[1].split("slowest jobs")[0]
     assert "tuning_pretrain" in per_rule and "make_demo" in per_rule
+
+
+def test_training_cpu_is_summed_per_dataset_and_encoder_with_tuning_apart() -> None:
+    import pandas as pd
+
+    from mscl.bench.dag import per_dataset
+
+    jobs = pd.DataFrame([
+        {"rule": "pretrain", "job": "results/claim/logs/pretrain/yeast/mlp/any/bs64/seed0.log", "seconds": 30.0, "cpu_seconds": 20.0},
+        {"rule": "probe", "job": "results/claim/logs/probe/yeast/mlp/any/bs64/seed0.log", "seconds": 2.0, "cpu_seconds": 1.0},
+        {"rule": "tuning_pretrain", "job": "results/claim/logs/tuning/pretrain/yeast/mlp/any/bs64/lr0.1/seed100.log", "seconds": 30.0, "cpu_seconds": 19.0},
+        {"rule": "pretrain", "job": "results/claim/logs/pretrain/fashion_mnist/resnet8-2x/all/bs64/seed0.log", "seconds": 99.0, "cpu_seconds": 90.0},
+        {"rule": "prepare_yeast", "job": "results/claim/logs/preprocess/yeast.log", "seconds": 2.0, "cpu_seconds": float("nan")},
+    ])  # fmt: skip
+    table = per_dataset(jobs).set_index(["dataset", "encoder"])
+    assert table.loc[("yeast", "mlp")].tolist() == [3, 19.0, 21.0, 0.7]
+    assert table.loc[("fashion_mnist", "resnet8-2x")].tolist() == [1, 0.0, 90.0, 1.5]
+    assert len(table) == 2  # the preprocessing job is no training run

@@ -20,7 +20,8 @@ Splits the run's capacity (wall time x the cores Snakemake was given, in core-se
 - scheduling and idle cores: capacity minus every job's wall time (Snakemake's own work
   between jobs, and cores left idle while the DAG narrows).
 
-Prints the table, the wall and CPU seconds and job count per rule, the jobs' summed CPU time as a
+Prints the table, the wall and CPU seconds and job count per rule, the CPU seconds of the
+training jobs per dataset and encoder (the axes in their log paths), the jobs' summed CPU time as a
 lower bound on the wall time on idle cores (CPU seconds barely change when other work shares
 the machine; wall seconds do), and the five slowest jobs. Figures only; nothing is asserted.
 """
@@ -50,6 +51,8 @@ ELAPSED = re.compile(r"elapsed ([\d.]+) s")
 FEATURES = re.compile(r"^probe: features_\w+\.pt: \d+ samples in ([\d.]+) s")
 PREFIX = re.compile(r"^cache-prefix: \w+: \d+ samples, \d+ tokens, ([\d.]+) s")
 TRAINING_RULES = ("pretrain", "probe", "cache_prefix", "tuning_pretrain", "tuning_probe")
+# A training job's log: {results}/logs/[tuning/]{stage}/{dataset}/{encoder}/... (mscl.layout.job_log).
+RUN_AXES = re.compile(r"/logs/(?:tuning/)?(?:pretrain|probe)/(?P<dataset>[^/]+)/(?P<encoder>[^/]+)/")
 PARTS = (
     "training compute",
     "training-job overhead (start-up, set-up, outputs)",
@@ -161,6 +164,18 @@ def per_rule(jobs: pd.DataFrame) -> pd.DataFrame:
     return grouped.sort_values("wall_seconds", ascending=False).reset_index()
 
 
+def per_dataset(jobs: pd.DataFrame) -> pd.DataFrame:
+    """CPU seconds of the pretrain and probe jobs (tuning runs apart) per dataset x encoder."""
+    axes = jobs["job"].str.extract(RUN_AXES)
+    training = jobs.assign(**axes, tuning=jobs["rule"].str.startswith("tuning_"))[axes["dataset"].notna()]
+    table = training.pivot_table(index=["dataset", "encoder"], columns="tuning", values="cpu_seconds", aggfunc="sum", fill_value=0.0)
+    table = table.reindex(columns=[True, False], fill_value=0.0).rename(columns={True: "tuning_cpu_s", False: "test_cpu_s"})
+    table["jobs"] = training.groupby(["dataset", "encoder"]).size()
+    table["core_minutes"] = ((table["tuning_cpu_s"] + table["test_cpu_s"]) / 60).round(1)
+    table[["tuning_cpu_s", "test_cpu_s"]] = table[["tuning_cpu_s", "test_cpu_s"]].round(0)
+    return table[["jobs", "tuning_cpu_s", "test_cpu_s", "core_minutes"]].reset_index()
+
+
 def cpu_bound_line(jobs: pd.DataFrame, cores: int) -> str:
     """The jobs' CPU seconds summed, and the wall time they need at the least on `cores` idle
     cores: a lower bound that holds however busy the machine was when the run was measured."""
@@ -192,6 +207,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print()
     print("per rule (jobs' own wall and CPU seconds, summed):")
     print(per_rule(jobs).to_string(index=False))
+    print("\nper dataset and encoder (training jobs' CPU seconds, tuning runs apart):")
+    print(per_dataset(jobs).to_string(index=False))
     print("\n" + cpu_bound_line(jobs, segments[0][2]))
     print("\nslowest jobs:")
     print(jobs.sort_values("seconds", ascending=False).head(5).to_string(index=False))
