@@ -445,3 +445,21 @@ def test_a_plain_snakemake_from_the_repository_root_reads_the_default_profile():
     )  # fmt: skip
     assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
     assert "Using workflow specific profile profiles/default" in result.stdout + result.stderr
+
+
+def test_jobs_run_the_workflows_own_checkout_not_another_installed_mscl(tmp_path):
+    """An environment whose mscl comes from elsewhere (here a decoy first on PYTHONPATH; in
+    practice a virtualenv shared with another clone) must not run the jobs: they and the job
+    server import this checkout's src/, so results name its commit."""
+    decoy = tmp_path / "decoy" / "mscl"
+    decoy.mkdir(parents=True)
+    (decoy / "__init__.py").write_text("raise ImportError('the decoy mscl ran instead of the checkout')\n")
+    (decoy / "__main__.py").write_text("import sys; sys.exit('the decoy mscl ran instead of the checkout')\n")
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    env = dict(job_env(), PYTHONPATH=str(decoy.parent))
+    command = snakemake_command(workdir, "data/raw/demo/aapd")
+    result = subprocess.run(command, capture_output=True, text=True, env=env)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert (workdir / "data" / "raw" / "demo" / "aapd").is_dir()
+    assert "decoy" not in (workdir / "results" / "logs" / "demo" / "aapd.log").read_text()
