@@ -63,6 +63,7 @@ claim-publish:
 	mkdir -p docs/claim
 	cp $(CLAIM_DATA)/*.csv docs/claim/
 	$(BIN)/python -m mscl bench dag --log $(CLAIM_LOGS) --results results/claim > docs/claim/dag_cost.txt
+	$(BIN)/python tools/claim_budget_options.py --results results/claim > docs/claim/budget_options.txt
 	$(BIN)/python -m mscl claim-report --data-dir docs/claim --out-dir docs/claim --figures-dir docs/figures --docs docs/claim-check.md README.md
 
 claim-quick: install claim-data

@@ -51,7 +51,10 @@ def main() -> None:
 
     # Fashion-MNIST at 50 epochs: each trained run (pretrain + probe) costs a schedule-check run.
     long_pretrains = cpu_seconds(logs, "pretrain/fashion_mnist/resnet8-2x/**/*.log")
-    long_run = mean(long_pretrains) + mean(cpu_seconds(logs, "probe/fashion_mnist/resnet8-2x/**/*.log"))
+    long_probes = cpu_seconds(logs, "probe/fashion_mnist/resnet8-2x/**/*.log")
+    if not (long_pretrains and long_probes):
+        raise SystemExit(f"{logs}: no finished 50-epoch Fashion-MNIST run (resnet8-2x) to price a longer schedule with; run the schedule check first")
+    long_run = mean(long_pretrains) + mean(long_probes)
     fm_tuning_runs = len(cpu_seconds(logs, "tuning/pretrain/fashion_mnist/resnet8/**/*.log"))
     fm_trained_runs = sum(len(cpu_seconds(logs, f"pretrain/fashion_mnist/resnet8/{m}/**/*.log")) for m in FASHION_TRAINED)
     fm_trained_cost = sum(sum(run_cost(logs, False, "fashion_mnist", "resnet8", m)) for m in FASHION_TRAINED)

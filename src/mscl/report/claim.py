@@ -610,11 +610,16 @@ def probe_sentence(probes: pd.DataFrame) -> str:
 
 
 def cost_block(data_dir: Path) -> str:
-    """`python -m mscl bench dag` on the run that made the data (dag_cost.txt), verbatim."""
+    """`python -m mscl bench dag` on the run that made the data (dag_cost.txt), and
+    `tools/claim_budget_options.py` on its jobs (budget_options.txt) when present, verbatim."""
     path = Path(data_dir) / "dag_cost.txt"
     if not path.is_file():
         return "Not measured for these data (no dag_cost.txt).\n"
-    return "`python -m mscl bench dag` on the run that made these data:\n\n```\n" + path.read_text(encoding="utf-8").rstrip() + "\n```\n"
+    block = "`python -m mscl bench dag` on the run that made these data:\n\n```\n" + path.read_text(encoding="utf-8").rstrip() + "\n```\n"
+    options = Path(data_dir) / "budget_options.txt"
+    if options.is_file():
+        block += "\n`tools/claim_budget_options.py` on the same jobs (their CPU seconds, re-priced):\n\n```\n" + options.read_text(encoding="utf-8").rstrip() + "\n```\n"
+    return block
 
 
 def made_by(frame: pd.DataFrame) -> str:
@@ -625,7 +630,8 @@ def made_by(frame: pd.DataFrame) -> str:
 
 def run_counts(frame: pd.DataFrame) -> str:
     test = frame[frame["split"] == "test"]
-    return ", ".join(f"{dataset_name(d)} {test[test['dataset'] == d]['seed'].nunique()} seeds x {test[test['dataset'] == d]['method'].nunique()} methods" for d in datasets_of(frame))
+    counts = ((d, test[test["dataset"] == d]["seed"].nunique(), test[test["dataset"] == d]["method"].nunique()) for d in datasets_of(frame))
+    return ", ".join(f"{dataset_name(d)} {seeds} seed{'s' * (seeds != 1)} x {methods} method{'s' * (methods != 1)}" for d, seeds, methods in counts)
 
 
 def provenance_sentence(runs: pd.DataFrame, schedule: pd.DataFrame) -> str:
