@@ -679,6 +679,14 @@ def _remove_stale_socket_folders() -> None:
             shutil.rmtree(folder, ignore_errors=True)
 
 
+def run_jobs_from(source: str) -> None:
+    """Put the workflow's own `source` folder first on PYTHONPATH for every job (and job server)
+    this process starts, ahead of whatever mscl the environment has installed. A virtualenv
+    shared by two clones (its editable install points at one of them) would otherwise run the
+    other clone's code in the jobs, and their results would name that clone's commit."""
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [source, os.environ.get("PYTHONPATH")]))
+
+
 def start_for_workflow(enabled: bool, local: bool, isolated_environments: bool, log_path: str, report: Callable[[str], None]) -> JobServer | None:
     """The workflow's onstart: a job server for this run when jobs run here, in this
     environment (`local` and not `isolated_environments`, i.e. no conda/apptainer), on Linux,

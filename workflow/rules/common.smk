@@ -14,14 +14,9 @@ from snakemake.shell import shell as job_shell
 # run layout and the table, figure and demo names the commands share (mscl.layout), come from
 # the checkout's own src/ (standard library only), whatever environment runs Snakemake.
 sys.path.insert(0, os.path.join(workflow.basedir, "src"))
-# The jobs (and the job server) run the same code: this checkout's src/ leads their PYTHONPATH,
-# ahead of whatever mscl the environment has installed. A virtualenv shared by two clones
-# (its editable install points at one of them) would otherwise run the other clone's code,
-# and results would name that clone's commit.
-os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [os.path.join(workflow.basedir, "src"), os.environ.get("PYTHONPATH")]))
 from mscl.data.sources import LAYOUTS, SPLIT_LIST_FILES, source_problem, split_folder_problem
 from mscl.interrupt import stop_jobs_on_sigint, tie_jobs_to_this_process
-from mscl.jobserver import start_for_workflow
+from mscl.jobserver import run_jobs_from, start_for_workflow
 from mscl.layout import (
     CHANCE,
     CLAIM_DATA_FILES,
@@ -41,6 +36,9 @@ from mscl.layout import (
 )
 from mscl.tuning import UNTRAINED_METHODS, family_of, grid_settings
 from mscl.train.settings import settings_problem
+
+# The jobs and the job server run the same code as this Snakefile (mscl.jobserver.run_jobs_from).
+run_jobs_from(os.path.join(workflow.basedir, "src"))
 
 # `kill -INT` on Snakemake alone stops the running jobs too (mscl.interrupt). The running
 # jobs' shells are Snakemake's own bookkeeping (job id -> Popen), read at interrupt time.
