@@ -3,8 +3,9 @@ seconds its jobs actually used (docs/claim-check.md, "Cost").
 
     .venv/bin/python tools/claim_budget_options.py [--results results/claim]
 
-Every pretrain and probe job logs its own CPU time ("mscl job-server worker usage: cpu_s=..."),
-which barely depends on what else ran. This script sums them per dataset, for tuning and test
+Every pretrain and probe job's CPU time is read as `python -m mscl bench dag` reads it (the
+job-server worker's usage line in its log, else its benchmark file); it barely depends on what
+else ran. This script sums them per dataset, for tuning and test
 runs apart, and re-prices the main DAG: with one tuning seed instead of two (half the tuning
 runs), and with Fashion-MNIST at 50 epochs in tuning and test (every trained run at the mean
 cost of a 50-epoch run of the schedule check, `resnet8-2x`). The bound is CPU time / 2 cores:
@@ -14,11 +15,11 @@ scheduling and start-up come on top (bench dag measured 5.7% for the final run).
 from __future__ import annotations
 
 import argparse
-import re
 from pathlib import Path
 from statistics import mean
 
-USAGE = re.compile(r"worker usage: cpu_s=([\d.]+)")
+from mscl.bench.dag import measured
+
 MAIN = {"yeast": "mlp", "fashion_mnist": "resnet8", "debtags": "mlp-minilm"}
 LONGER = {"fashion_mnist": "resnet8-2x", "debtags": "mlp-minilm-2x"}
 FASHION_TRAINED = ("all", "any", "mulsupcon", "simdissim", "bce")
@@ -26,9 +27,9 @@ CORES = 2
 
 
 def cpu_seconds(logs: Path, pattern: str) -> list[float]:
-    """Each matching job log's own CPU seconds (logs without a usage line are skipped)."""
-    found = (USAGE.search(path.read_text(errors="replace")) for path in sorted(logs.glob(pattern)))
-    return [float(match.group(1)) for match in found if match]
+    """Each matching job's CPU seconds (jobs without a benchmark file are skipped)."""
+    found = (measured(str(path), logs.parent, Path(".")) for path in sorted(logs.glob(pattern)))
+    return [usage["cpu_s"] for usage in found if usage]
 
 
 def run_cost(logs: Path, tuning: bool, dataset: str, encoder: str, method: str = "*") -> list[float]:

@@ -222,11 +222,18 @@ def run_key(wildcards):
     return (wildcards.dataset, wildcards.encoder, wildcards.loss, int(wildcards.batch), int(wildcards.seed))
 
 
+def selection_of(wildcards):
+    """The (dataset, encoder, method, batch) whose selection a tuned test run takes; None for
+    tuning runs and untuned runs."""
+    return None if wildcards.get("setting") is not None else SELECTION_OF.get(run_key(wildcards))
+
+
 def selected_input(wildcards):
     """A tuned test run's selection file (none for tuning runs and untuned runs)."""
-    if wildcards.get("setting") is not None or run_key(wildcards) not in SELECTION_OF:
+    selection = selection_of(wildcards)
+    if selection is None:
         return []
-    dataset, encoder, loss, batch = SELECTION_OF[run_key(wildcards)]
+    dataset, encoder, loss, batch = selection
     return [SELECTION.format(dataset=dataset, encoder=encoder, loss=loss, batch=batch)]
 
 
@@ -428,7 +435,7 @@ def run_spec(wildcards):
         "pretrain": {**config["training"]["pretrain"], **encoder["pretrain"], **tuning_values(wildcards)},
         "probe": {**config["training"]["probe"], **encoder["probe"]},
     }
-    selection = SELECTION_OF.get(run_key(wildcards)) if wildcards.get("setting") is None else None
+    selection = selection_of(wildcards)
     if selection and selection[1] != wildcards.encoder:
         spec["tuned_encoder"] = selection[1]  # the run takes another encoder's selection (`tune_encoder`)
     return shlex.quote(json.dumps(spec, sort_keys=True))

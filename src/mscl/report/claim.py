@@ -53,6 +53,7 @@ from mscl import cli
 from mscl.errors import InputError
 from mscl.io import write_text
 from mscl.layout import CLAIM_DATA_FILES, CLAIM_FIGURE_NAMES
+from mscl.report.claim_data import SCHEDULE_COLUMNS, SCHEDULE_CONVERGENCE_COLUMNS
 from mscl.report.style import COLUMN_WIDTH_IN, FULL_WIDTH_IN, dataset_name, method_colour, method_name, metric_name
 
 PRIMARY_RIVALS = ("all", "any", "mulsupcon")
@@ -69,10 +70,7 @@ TEST_COLUMNS = (
     "holm_family_size", "margin", "p_tost", "p_tost_holm", "mde80", "verdict",
 )  # fmt: skip
 # The schedule check's files (Amendment 2): absent from data exported before it, read as empty.
-OPTIONAL_DATA_FILES = {
-    "schedule.csv": ["dataset", "method", "encoder", "epochs", "seed", "split", *METRICS, "commit"],
-    "schedule_convergence.csv": ["dataset", "method", "encoder", "seed", "epoch", "val_map_readout", "loss", "commit"],
-}
+OPTIONAL_DATA_FILES = {"schedule.csv": SCHEDULE_COLUMNS, "schedule_convergence.csv": SCHEDULE_CONVERGENCE_COLUMNS}
 SCHEDULE_TEST_COLUMNS = ("dataset", "encoder", "epochs", *TEST_COLUMNS[1:])
 BLOCK = re.compile(r"(<!-- claim-report:(?P<name>[a-z_]+) -->\n)(?P<body>.*?)(<!-- /claim-report:(?P=name) -->)", re.DOTALL)
 
@@ -170,7 +168,7 @@ def load_data(data_dir: Path) -> dict[str, pd.DataFrame]:
             frames[name.removesuffix(".csv")] = pd.read_csv(path)
         except FileNotFoundError:
             if name in OPTIONAL_DATA_FILES:  # data exported before the schedule check existed
-                frames[name.removesuffix(".csv")] = pd.DataFrame(columns=OPTIONAL_DATA_FILES[name])
+                frames[name.removesuffix(".csv")] = pd.DataFrame(columns=list(OPTIONAL_DATA_FILES[name]))
                 continue
             raise InputError(path, "claim data file not found", "run `python -m mscl claim-export` (the claim DAG writes it)") from None
         except (pd.errors.ParserError, pd.errors.EmptyDataError) as error:
