@@ -475,3 +475,40 @@ def test_fashion_mnist_missing_or_bad_files(tmp_path, capsys):
     with pytest.raises(InputError, match="expected 0x00000803") as caught:
         fashion_mnist.prepare(root, tmp_path / "out", train_canvases=10, test_canvases=5)
     assert caught.value.path == str(images)
+
+
+def test_image_pixels_are_each_canvas_block_means_in_manifest_order(tmp_path):
+    """Constant-valued cells make the expected 28 x 28 vector known by hand: each 2 x 2 block
+    of a 56-px canvas lies inside one cell, so its mean is that cell's value (0 if empty)."""
+    root, images, pixels = tmp_path / "fmnist", tmp_path / "images", tmp_path / "pixels"
+    write_fashion_root(root)
+    fashion_mnist.prepare(root, images, train_canvases=12, test_canvases=6, val_fraction=0.25, seed=3)
+    assert mscl_main(["image-pixels", "--data", str(images), "--size", "28", "--out", str(pixels)]) == 0
+    stats = read_stats(pixels)
+    assert stats["feature_dim"] == 28 * 28 and stats["modality"] == "tabular"
+    assert stats["pixels"]["size"] == 28 and stats["image_manifest"]["format"] == fashion_mnist.FORMAT
+    assert read_labels(pixels) == read_labels(images)
+    for split in SPLIT_NAMES:
+        source, converted = read_split(images, split), read_split(pixels, split)
+        assert converted["id"].tolist() == source["id"].tolist()
+        assert [list(x) for x in converted["labels"]] == [list(x) for x in source["labels"]]
+        for row, vector in zip(source.itertuples(), converted["features"]):
+            canvas = np.asarray(Image.open(images / row.path), dtype=np.float64)
+            expected = np.zeros((28, 28))
+            for top in (0, 14):
+                for left in (0, 14):
+                    expected[top : top + 14, left : left + 14] = canvas[2 * top, 2 * left] / 255.0  # the cell's constant
+            np.testing.assert_allclose(np.asarray(vector).reshape(28, 28), expected, atol=1e-6)
+
+
+def test_image_pixels_refuses_a_manifest_without_images_and_a_bad_size(tmp_path, capsys):
+    tabular = tmp_path / "tabular"
+    write_dataset(tabular, {split: features_frame([f"{split}-0"], [[0.5, 1.0]]) for split in SPLIT_NAMES})
+    assert mscl_main(["image-pixels", "--data", str(tabular), "--size", "8", "--out", str(tmp_path / "a")]) == 1
+    err = capsys.readouterr().err
+    assert "train.parquet" in err and "no 'path' column" in err and not (tmp_path / "a").exists()
+    root = tmp_path / "fmnist"
+    write_fashion_root(root)
+    fashion_mnist.prepare(root, tmp_path / "images", train_canvases=4, test_canvases=2, val_fraction=0.25, seed=0)
+    assert mscl_main(["image-pixels", "--data", str(tmp_path / "images"), "--size", "0", "--out", str(tmp_path / "b")]) == 1
+    assert "--size 0" in capsys.readouterr().err and not (tmp_path / "b").exists()

@@ -28,6 +28,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "prepare-debtags": ("mscl.data.debtags", "apt Packages (Tag:) + Translation-en -> debtags text manifest"),
     "prepare-fashion-mnist": ("mscl.data.fashion_mnist", "Fashion-MNIST idx files -> multi-label canvas PNGs + manifest"),
     "embed-text": ("mscl.data.embed", "text manifest -> manifest of frozen sentence embeddings (features), e.g. debtags on MiniLM"),
+    "image-pixels": ("mscl.data.pixels", "image manifest -> manifest of grey pixel vectors (features), e.g. Fashion-MNIST canvases for an MLP"),
     "make-demo": ("mscl.demo", "generate an embedded demo dataset in a real raw format"),
     "stats-table": ("mscl.data.stats_table", "dataset statistics table (tex/csv/md/html) from manifests"),
     "make-tiny-models": ("mscl.demo.tiny_models", "write tiny local Hugging Face models + tokenizer (offline default)"),

@@ -305,6 +305,13 @@ def _embed_text(parser: argparse.ArgumentParser) -> None:
     add_encoder_pass_arguments(parser, "hf encoder spec", "output folder of the embedded (tabular) manifest", EMBED_BATCH_SIZE, "batch")
 
 
+@command("image-pixels", doc_of="mscl.data.pixels")
+def _image_pixels(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--data", required=True, type=Path, help="prepared image manifest folder")
+    parser.add_argument("--size", required=True, type=int, help="side of the grey pixel square each image is box-averaged to")
+    parser.add_argument("--out", required=True, type=Path, help="output folder of the pixel-vector (tabular) manifest")
+
+
 # ---------------------------------------------------------------------------- training
 
 

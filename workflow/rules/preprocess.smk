@@ -144,9 +144,15 @@ if DEBTAGS_EMBED:
             "--out {params.out} > {log} 2>&1"
 
 
+# With `sources.fashion_mnist.pixels` (a side in pixels) the canvases are prepared as PNGs under
+# fashion_mnist_images/ and then box-averaged once into grey pixel vectors in the
+# `fashion_mnist` manifest (`features`): the claim check's CPU tier (docs/claim-check.md).
+FASHION_MNIST_PIXELS = config["sources"]["fashion_mnist"].get("pixels")
+
+
 rule prepare_fashion_mnist:
     output:
-        manifest("fashion_mnist"),
+        manifest("fashion_mnist_images" if FASHION_MNIST_PIXELS else "fashion_mnist"),
     conda:
         CONDA_ENV
     log:
@@ -161,3 +167,22 @@ rule prepare_fashion_mnist:
         "--val-fraction {params.source[val_fraction]} "
         "--canvas-size {params.source[canvas_size]} --max-items {params.source[max_items]} "
         "--class-exponent {params.source[class_exponent]} > {log} 2>&1"
+
+
+if FASHION_MNIST_PIXELS:
+
+    rule pixels_fashion_mnist:
+        input:
+            manifest("fashion_mnist_images"),
+        output:
+            manifest("fashion_mnist"),
+        conda:
+            CONDA_ENV
+        log:
+            f"{LOGS}/preprocess/fashion_mnist_pixels.log",
+        params:
+            data=folder_of("input"),
+            out=folder_of("output"),
+            size=FASHION_MNIST_PIXELS,
+        shell:
+            "python -m mscl image-pixels --data {params.data} --size {params.size} --out {params.out} > {log} 2>&1"
