@@ -20,9 +20,9 @@ def test_claim_dry_run_is_the_documented_grid(tmp_path):
     """As docs/claim-check.md says, per dataset: 4 contrastive losses x 6 settings + BCE x 6
     settings, each on 2 tuning seeds (180 tuning runs), one selection per tuned method (15),
     and the test runs: yeast 10 methods x 10 seeds plus the batch-size sweep (4 losses x 3
-    sizes x 5 seeds), Fashion-MNIST 7 methods (no ablation) and debtags 9 methods x 10 seeds,
-    and the schedule check at twice the schedule with the selections already made (no tuning
-    of its own): Fashion-MNIST's 5 trained methods and debtags' BCE x 10 seeds."""
+    sizes x 5 seeds), Fashion-MNIST 7 methods (no ablation) and debtags 9 methods x 10 seeds.
+    Fashion-MNIST's canvases become pixel vectors (Amendment 3) and debtags' descriptions
+    sentence embeddings, each once."""
     result = subprocess.run(
         snakemake_command(tmp_path, "-n", "--configfile", str(REPO / "config" / "claim.yaml")),
         capture_output=True, text=True, env=job_env(),
@@ -32,10 +32,10 @@ def test_claim_dry_run_is_the_documented_grid(tmp_path):
     counts = job_counts(output)
     assert counts["tuning_pretrain"] == counts["tuning_probe"] == 3 * (4 * 6 + 6) * 2
     assert counts["select_setting"] == 3 * 5
-    assert counts["pretrain"] == counts["probe"] == 10 * 10 + 4 * 3 * 5 + 7 * 10 + 9 * 10 + (5 + 1) * 10
-    assert "results/claim/runs/fashion_mnist/resnet8-2x/simdissim/bs64/seed9/probe/metrics.json" in output
-    assert "results/claim/tuning/fashion_mnist/resnet8-2x" not in output
-    for rule in ("prepare_yeast", "prepare_debtags", "embed_debtags", "prepare_fashion_mnist", "claim_export", "claim_report", "statistics_table"):
+    assert counts["pretrain"] == counts["probe"] == 10 * 10 + 4 * 3 * 5 + 7 * 10 + 9 * 10
+    assert "results/claim/runs/fashion_mnist/mlp-pixels/simdissim/bs64/seed9/probe/metrics.json" in output
+    assert "data/processed/fashion_mnist_images/stats.json" in output
+    for rule in ("prepare_yeast", "prepare_debtags", "embed_debtags", "prepare_fashion_mnist", "pixels_fashion_mnist", "claim_export", "claim_report", "statistics_table"):
         assert counts[rule] == 1, rule
     assert "paper_table" not in counts and "collect_runs" not in counts and "local_models" not in counts
     assert "results/claim/claim_check/tests.csv" in output and "results/claim/claim_check/data/runs.csv" in output
@@ -134,8 +134,8 @@ def test_tiny_yeast_claim_check_end_to_end(tmp_path):
 @pytest.mark.parametrize(
     ("overlay", "tuning", "test_runs"),
     [
-        ("claim_quick.yaml", 3 * 30 * 1, 10 + 4 * 3 + 7 + 9 + 5 + 1),  # one tuning seed; one test seed per block
-        ("claim_gpu.yaml", 3 * 30 * 2, 10 * 10 + 4 * 3 * 5 + 7 * 10 + 8 * 10 + (5 + 1) * 10),  # debtags on text: no logreg
+        ("claim_quick.yaml", 3 * 30 * 1, 10 + 4 * 3 + 7 + 9),  # one tuning seed; one test seed per block
+        ("claim_gpu.yaml", 3 * 30 * 2, 10 * 10 + 4 * 3 * 5 + 7 * 10 + 8 * 10),  # debtags on text: no logreg
     ],
 )
 def test_the_quick_and_gpu_tiers_are_the_claim_grid_with_their_documented_changes(tmp_path, overlay, tuning, test_runs):
@@ -146,19 +146,25 @@ def test_the_quick_and_gpu_tiers_are_the_claim_grid_with_their_documented_change
     counts = job_counts(output)
     assert counts["tuning_pretrain"] == tuning and counts["select_setting"] == 15
     assert counts["pretrain"] == counts["probe"] == test_runs
-    assert ("embed_debtags" in counts) == (overlay == "claim_quick.yaml")
+    # The GPU tier trains on the images and the text themselves; the quick tier on the CPU tier's vectors.
+    assert ("embed_debtags" in counts) == ("pixels_fashion_mnist" in counts) == (overlay == "claim_quick.yaml")
 
 
 @pytest.mark.parametrize(
     ("tune_encoder", "message"),
     [
         ("resnet9", "experiments.fashion_mnist_schedule.tune_encoder names 'resnet9', which is not a key of `encoders`"),
-        ("mlp", "experiments.fashion_mnist_schedule.tune_encoder 'mlp' has another `spec` than 'resnet8-2x'"),
+        ("mlp", "experiments.fashion_mnist_schedule.tune_encoder 'mlp' has another `spec` than 'mlp-pixels-2x'"),
     ],
 )
 def test_a_schedule_block_must_reuse_the_selection_of_the_same_network(tmp_path, tune_encoder, message):
+    """A schedule check (Amendment 2's kind of block) added to the claim config: its longer
+    encoder may only reuse the selection of an encoder with the same network."""
+    config = yaml.safe_load((REPO / "config" / "claim.yaml").read_text())
+    longer = {key: config["encoders"]["mlp-pixels"][key] for key in ("role", "spec", "pretrain")}
+    block = {"datasets": ["fashion_mnist"], "encoders": ["mlp-pixels-2x"], "losses": ["simdissim"], "batch_sizes": [64], "seeds": [0], "tune": True, "tune_encoder": tune_encoder}
     overlay = tmp_path / "overlay.yaml"
-    overlay.write_text(yaml.safe_dump({"experiments": {"fashion_mnist_schedule": {"tune_encoder": tune_encoder}}}))
+    overlay.write_text(yaml.safe_dump({"encoders": {"mlp-pixels-2x": longer}, "experiments": {"fashion_mnist_schedule": block}}))
     configs = [str(REPO / "config" / "claim.yaml"), str(overlay)]
     result = subprocess.run(snakemake_command(tmp_path, "-n", "--configfile", *configs), capture_output=True, text=True, env=job_env())
     output = result.stdout + result.stderr
