@@ -61,9 +61,10 @@ claim: install claim-data
 CLAIM_LOGS ?= $$(ls -t .snakemake/log/*.snakemake.log | head -1)
 claim-publish:
 	mkdir -p docs/claim
+	rm -f docs/claim/*.csv  # a file this run does not make (e.g. schedule.csv) must not outlive it
 	cp $(CLAIM_DATA)/*.csv docs/claim/
 	$(BIN)/python -m mscl bench dag --log $(CLAIM_LOGS) --results results/claim > docs/claim/dag_cost.txt
-	$(BIN)/python tools/claim_budget_options.py --results results/claim > docs/claim/budget_options.txt
+	$(BIN)/python tools/claim_budget_options.py --results results/claim --config config/claim.yaml > docs/claim/budget_options.txt
 	$(BIN)/python -m mscl claim-report --data-dir docs/claim --out-dir docs/claim --figures-dir docs/figures --docs docs/claim-check.md README.md
 
 claim-quick: install claim-data

@@ -278,3 +278,15 @@ def test_the_committed_claim_pages_are_generated_from_the_committed_data(tmp_pat
     for dataset in ("yeast", "fashion_mnist", "debtags"):
         for method in ("all", "any", "mulsupcon", "simdissim", "none", "bce"):
             assert runs[(runs.dataset == dataset) & (runs.method == method) & (runs.split == "test")]["seed"].nunique() >= 10, (dataset, method)
+
+
+def test_the_resnet8_record_is_regenerated_from_its_own_data() -> None:
+    """docs/claim/resnet8/ (the regime Amendment 3 replaced): its report and statistics are what
+    claim-report computes from its committed data, byte for byte, and each run group is one commit."""
+    record = Path(__file__).resolve().parents[1] / "docs" / "claim" / "resnet8"
+    report = claim.compute_report(record, "simdissim", 0.05, 0.01)
+    for name, text in report.files().items():
+        assert text == (record / name).read_text(encoding="utf-8"), name
+    runs, schedule = report.frames["runs"], report.frames["schedule"]
+    assert runs["commit"].str.startswith("65f7299").all() and schedule["commit"].str.startswith("750f196").all()
+    assert set(schedule["encoder"]) == {"resnet8-2x", "mlp-minilm-2x"}

@@ -1,28 +1,27 @@
 """What the claim check would cost on 2 idle cores under other protocols, priced from the CPU
 seconds its jobs actually used (docs/claim-check.md, "Cost").
 
-    .venv/bin/python tools/claim_budget_options.py [--results results/claim]
+    .venv/bin/python tools/claim_budget_options.py [--results results/claim] [--config config/claim.yaml]
 
 Every pretrain and probe job's CPU time is read as `python -m mscl bench dag` reads it (the
 job-server worker's usage line in its log, else its benchmark file); it barely depends on what
-else ran. This script sums them per dataset, for tuning and test
-runs apart, and re-prices the main DAG: with one tuning seed instead of two (half the tuning
-runs), and with Fashion-MNIST at 50 epochs in tuning and test (every trained run at the mean
-cost of a 50-epoch run of the schedule check, `resnet8-2x`). The bound is CPU time / 2 cores:
-scheduling and start-up come on top (bench dag measured 5.7% for the final run).
+else ran. The script sums them per dataset (the encoder of the config's experiment block named
+after the dataset), tuning and test runs apart, adds the preprocessing jobs' benchmark files,
+and re-prices the DAG: with one tuning seed instead of two (half the tuning runs), without the
+batch-size sweep, and with both. The bound is CPU time / 2 cores: scheduling and start-up
+come on top (bench dag's "non-training share").
 """
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from statistics import mean
+
+import pandas as pd
+import yaml
 
 from mscl.bench.dag import measured
 
-MAIN = {"yeast": "mlp", "fashion_mnist": "resnet8", "debtags": "mlp-minilm"}
-LONGER = {"fashion_mnist": "resnet8-2x", "debtags": "mlp-minilm-2x"}
-FASHION_TRAINED = ("all", "any", "mulsupcon", "simdissim", "bce")
 CORES = 2
 
 
@@ -32,50 +31,52 @@ def cpu_seconds(logs: Path, pattern: str) -> list[float]:
     return [usage["cpu_s"] for usage in found if usage]
 
 
-def run_cost(logs: Path, tuning: bool, dataset: str, encoder: str, method: str = "*") -> list[float]:
-    """CPU seconds of the pretrain and probe jobs of one dataset x encoder (x method)."""
+def run_cost(logs: Path, tuning: bool, dataset: str, encoder: str, batch: str = "*") -> float:
+    """CPU seconds of the pretrain and probe jobs of one dataset x encoder (x batch folder)."""
     prefix = "tuning/" if tuning else ""
-    return [c for stage in ("pretrain", "probe") for c in cpu_seconds(logs, f"{prefix}{stage}/{dataset}/{encoder}/{method}/**/*.log")]
+    return sum(c for stage in ("pretrain", "probe") for c in cpu_seconds(logs, f"{prefix}{stage}/{dataset}/{encoder}/*/{batch}/**/*.log"))
+
+
+def preprocessing_seconds(results: Path) -> float:
+    """CPU seconds in the preprocessing jobs' benchmark files (the embedding, mainly)."""
+    files = sorted((results / "benchmarks" / "preprocess").glob("*.tsv"))
+    return float(sum(pd.read_csv(path, sep="\t")["cpu_time"].sum() for path in files))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--results", type=Path, default=Path("results/claim"), help="the claim run's results folder")
-    parser.add_argument("--embed-seconds", type=float, default=618.4, help="CPU seconds of embed_debtags (its benchmark file; bench dag's per-rule table)")
+    parser.add_argument("--config", type=Path, default=Path("config/claim.yaml"), help="the claim config that made it")
     args = parser.parse_args()
     logs = args.results / "logs"
+    blocks = yaml.safe_load(args.config.read_text(encoding="utf-8"))["experiments"]
+    main_encoder = {name: block["encoders"][0] for name, block in blocks.items() if block["datasets"] == [name]}
+    # The other blocks of those datasets and encoders (the batch-size sweep): their test runs
+    # are among the dataset's, in their own batch folders.
+    sweeps = [
+        (block["datasets"][0], block["encoders"][0], f"bs{size}")
+        for name, block in blocks.items() if name not in main_encoder and main_encoder.get(block["datasets"][0]) == block["encoders"][0]
+        for size in block["batch_sizes"]
+    ]  # fmt: skip
 
-    tuning = {dataset: sum(run_cost(logs, True, dataset, encoder)) for dataset, encoder in MAIN.items()}
-    test = {dataset: sum(run_cost(logs, False, dataset, encoder)) for dataset, encoder in MAIN.items()}
-    schedule = sum(sum(run_cost(logs, False, dataset, encoder)) for dataset, encoder in LONGER.items())
-    main_dag = sum(tuning.values()) + sum(test.values()) + args.embed_seconds
-
-    # Fashion-MNIST at 50 epochs: each trained run (pretrain + probe) costs a schedule-check run.
-    long_pretrains = cpu_seconds(logs, "pretrain/fashion_mnist/resnet8-2x/**/*.log")
-    long_probes = cpu_seconds(logs, "probe/fashion_mnist/resnet8-2x/**/*.log")
-    if not (long_pretrains and long_probes):
-        raise SystemExit(f"{logs}: no finished 50-epoch Fashion-MNIST run (resnet8-2x) to price a longer schedule with; run the schedule check first")
-    long_run = mean(long_pretrains) + mean(long_probes)
-    fm_tuning_runs = len(cpu_seconds(logs, "tuning/pretrain/fashion_mnist/resnet8/**/*.log"))
-    fm_trained_runs = sum(len(cpu_seconds(logs, f"pretrain/fashion_mnist/resnet8/{m}/**/*.log")) for m in FASHION_TRAINED)
-    fm_trained_cost = sum(sum(run_cost(logs, False, "fashion_mnist", "resnet8", m)) for m in FASHION_TRAINED)
-    fm_at_50 = (fm_tuning_runs + fm_trained_runs) * long_run + test["fashion_mnist"] - fm_trained_cost
-    main_fm50 = main_dag - tuning["fashion_mnist"] - test["fashion_mnist"] + fm_at_50
+    tuning = {dataset: run_cost(logs, True, dataset, encoder) for dataset, encoder in main_encoder.items()}
+    test = {dataset: run_cost(logs, False, dataset, encoder) for dataset, encoder in main_encoder.items()}
+    sweep = sum(run_cost(logs, False, dataset, encoder, batch) for dataset, encoder, batch in sweeps)
+    preprocessing = preprocessing_seconds(args.results)
+    whole = sum(tuning.values()) + sum(test.values()) + preprocessing
     half_tuning = sum(tuning.values()) / 2
-    half_tuning_fm50 = half_tuning - tuning["fashion_mnist"] / 2 + fm_tuning_runs * long_run / 2
 
-    print("CPU seconds by dataset (main DAG): " + "; ".join(f"{d} tuning {tuning[d]:.0f}, test {test[d]:.0f}" for d in MAIN) + f"; debtags embedding {args.embed_seconds:.0f}")
-    print(f"a 50-epoch Fashion-MNIST run (pretrain + probe, means over {len(long_pretrains)} runs): {long_run:.1f} CPU s; {fm_tuning_runs} tuning and {fm_trained_runs} trained test runs at 25 epochs")
+    by_dataset = "; ".join(f"{d} tuning {tuning[d]:.0f}, test {test[d]:.0f}" for d in main_encoder)
+    print(f"CPU seconds by dataset: {by_dataset}; the batch-size sweep (among the test runs) {sweep:.0f}; preprocessing {preprocessing:.0f}")
     options = [
-        ("main DAG as run (2 tuning seeds, Fashion-MNIST 25 epochs)", main_dag),
-        ("  + the schedule check (Amendment 2), as run", main_dag + schedule),
-        ("main DAG with one tuning seed instead of two", main_dag - half_tuning),
-        ("Fashion-MNIST at 50 epochs in tuning and test, 2 tuning seeds", main_fm50),
-        ("Fashion-MNIST at 50 epochs, one tuning seed", main_fm50 - half_tuning_fm50),
+        ("the DAG as run (2 tuning seeds)", whole),
+        ("with one tuning seed instead of two", whole - half_tuning),
+        ("without the batch-size sweep", whole - sweep),
+        ("with one tuning seed and without the batch-size sweep", whole - half_tuning - sweep),
     ]
-    print(f"\n{'option':64s} {'core-min':>9s} {f'min on {CORES} idle cores, at least':>30s}")
+    print(f"\n{'option':56s} {'core-min':>9s} {f'min on {CORES} idle cores, at least':>30s}")
     for name, seconds in options:
-        print(f"{name:64s} {seconds / 60:9.0f} {seconds / 60 / CORES:30.0f}")
+        print(f"{name:56s} {seconds / 60:9.0f} {seconds / 60 / CORES:30.0f}")
 
 
 if __name__ == "__main__":

@@ -42,6 +42,7 @@ from __future__ import annotations
 import math
 import re
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
@@ -874,22 +875,42 @@ def update_docs(paths: Sequence[Path], generated: Mapping[str, str], check: bool
 # -------------------------------------------------------------------------------- CLI
 
 
-def write_report(data_dir: Path, out_dir: Path, figures_dir: Path | None, reference: str, alpha: float, margin: float) -> tuple[dict[str, str], pd.DataFrame]:
-    """Compute everything, write tests and figures; return (generated blocks, tests)."""
-    from mscl.report.figures import save_figure
+@dataclass(frozen=True)
+class Report:
+    """Everything claim-report computes from one data folder, before anything is written."""
 
+    frames: Mapping[str, pd.DataFrame]
+    tests: pd.DataFrame
+    batch_tests: pd.DataFrame
+    tail_tests: pd.DataFrame
+    checks: pd.DataFrame  # schedule_tests
+    generated: dict[str, str]  # block name -> text
+
+    def files(self) -> dict[str, str]:
+        """The text files claim-report writes (statistics and claim_report.md), by name."""
+        csv = {name: frame.to_csv(index=False, lineterminator="\n", float_format="%.17g") for name, frame in (
+            ("tests.csv", self.tests), ("batch_size_tests.csv", self.batch_tests), ("long_tail_tests.csv", self.tail_tests), ("schedule_tests.csv", self.checks))}  # fmt: skip
+        return {**csv, "claim_report.md": "\n".join(f"## {name}\n\n{body}" for name, body in self.generated.items())}
+
+
+def compute_report(data_dir: Path, reference: str, alpha: float, margin: float) -> Report:
     frames = load_data(data_dir)
     tests = comparison_tests(frames["runs"], reference, alpha, margin)
     batch_tests = batch_size_tests(frames["batch_size"], reference, alpha, margin)
     tail_tests = long_tail_tests(frames["buckets"], reference, alpha, margin)
     checks = schedule_tests(frames["runs"], frames["schedule"], reference, alpha, margin)
     generated = blocks(frames, tests, batch_tests, tail_tests, checks, margin, cost_block(data_dir))
-    out_dir = Path(out_dir)
-    write_text(out_dir / "tests.csv", tests.to_csv(index=False, lineterminator="\n", float_format="%.17g"))
-    write_text(out_dir / "batch_size_tests.csv", batch_tests.to_csv(index=False, lineterminator="\n", float_format="%.17g"))
-    write_text(out_dir / "long_tail_tests.csv", tail_tests.to_csv(index=False, lineterminator="\n", float_format="%.17g"))
-    write_text(out_dir / "schedule_tests.csv", checks.to_csv(index=False, lineterminator="\n", float_format="%.17g"))
-    write_text(out_dir / "claim_report.md", "\n".join(f"## {name}\n\n{body}" for name, body in generated.items()))
+    return Report(frames, tests, batch_tests, tail_tests, checks, generated)
+
+
+def write_report(data_dir: Path, out_dir: Path, figures_dir: Path | None, reference: str, alpha: float, margin: float) -> tuple[dict[str, str], pd.DataFrame]:
+    """Compute everything, write tests and figures; return (generated blocks, tests)."""
+    from mscl.report.figures import save_figure
+
+    report = compute_report(data_dir, reference, alpha, margin)
+    frames, tests, tail_tests, generated = report.frames, report.tests, report.tail_tests, report.generated
+    for name, text in report.files().items():
+        write_text(Path(out_dir) / name, text)
     figures: dict[str, Callable[[], Any]] = {
         "claim_differences": lambda: differences_figure(frames["runs"], tests, reference),
         "claim_convergence": lambda: convergence_figure(frames["convergence"]),
