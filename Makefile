@@ -59,13 +59,17 @@ claim: install claim-data
 # A stopped and resumed run has one Snakemake log per segment: pass them all, in order, as
 # CLAIM_LOGS="..." (bench dag then sums the segments). Default: the latest log.
 CLAIM_LOGS ?= $$(ls -t .snakemake/log/*.snakemake.log | head -1)
+# The published data the outcome is compared with (runs reproduced, verdicts changed): the
+# record of the regime Amendment 3 replaced. Empty: no comparison.
+CLAIM_PREVIOUS ?= docs/claim/resnet8
 claim-publish:
 	mkdir -p docs/claim
 	rm -f docs/claim/*.csv  # a file this run does not make (e.g. schedule.csv) must not outlive it
 	cp $(CLAIM_DATA)/*.csv docs/claim/
 	$(BIN)/python -m mscl bench dag --log $(CLAIM_LOGS) --results results/claim > docs/claim/dag_cost.txt
 	$(BIN)/python tools/claim_budget_options.py --results results/claim --config config/claim.yaml > docs/claim/budget_options.txt
-	$(BIN)/python -m mscl claim-report --data-dir docs/claim --out-dir docs/claim --figures-dir docs/figures --docs docs/claim-check.md README.md
+	$(BIN)/python -m mscl claim-report --data-dir docs/claim --out-dir docs/claim --figures-dir docs/figures --docs docs/claim-check.md README.md \
+		$(if $(CLAIM_PREVIOUS),--previous $(CLAIM_PREVIOUS))
 
 claim-quick: install claim-data
 	$(SNAKEMAKE) --cores $(CORES) --configfile config/claim.yaml config/claim_quick.yaml $(TARGETS)

@@ -290,3 +290,27 @@ def test_the_resnet8_record_is_regenerated_from_its_own_data() -> None:
     runs, schedule = report.frames["runs"], report.frames["schedule"]
     assert runs["commit"].str.startswith("65f7299").all() and schedule["commit"].str.startswith("750f196").all()
     assert set(schedule["encoder"]) == {"resnet8-2x", "mlp-minilm-2x"}
+
+
+def test_previous_data_counts_identical_reruns_and_names_each_changed_verdict(tmp_path: Path) -> None:
+    """claim-report --previous: a dataset rerun by unchanged code matches value for value, a
+    dataset in a new regime does not, and each primary mAP verdict that moved is named."""
+    effects = {"simdissim": 0.0, "all": -0.03, "any": 0.03, "mulsupcon": 0.0}
+    before = synthetic_runs(effects)
+    after = before.copy()
+    moved = after["dataset"] == "fashion_mnist"
+    after.loc[moved & (after["method"] == "any"), list(claim.METRICS)] -= 0.06  # ANY: better than Sim-Dissim before, worse now
+    after.loc[moved & (after["method"] != "any"), list(claim.METRICS)] += 1e-6  # every other value moves a little
+    after["commit"] = "def"
+    old_tests, new_tests = comparison_tests(before, "simdissim", 0.05, 0.01), comparison_tests(after, "simdissim", 0.05, 0.01)
+    for name, frame in (("runs.csv", before), ("tests.csv", old_tests)):
+        frame.to_csv(tmp_path / name, index=False)
+    previous = claim.Previous.read(tmp_path)
+    sentence = claim.previous_sentence(new_tests, after, previous)
+    values = 4 * 10 * 2 * len(claim.METRICS)  # methods x seeds x splits x metrics
+    assert f"Yeast {values} of {values}; Fashion-MNIST canvases 0 of {values}; Debtags {values} of {values}" in sentence
+    assert "commit `abc`" in sentence and "1 of 9: Fashion-MNIST canvases vs ANY: worse then, better now" in sentence
+    same = claim.previous_sentence(old_tests, before, previous)
+    assert "none of 9" in same
+    with pytest.raises(InputError, match="--previous"):
+        claim.Previous.read(tmp_path / "missing")

@@ -440,6 +440,7 @@ def _claim_report(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--figures-dir", type=Path, help="folder for the figures (default: --out-dir)")
     parser.add_argument("--docs", nargs="+", type=Path, default=[], help="markdown files whose generated blocks (<!-- claim-report:NAME -->) are rewritten")
     parser.add_argument("--check", action="store_true", help="with --docs: only compare the blocks, exit 1 if any differs")
+    parser.add_argument("--previous", type=Path, help="an earlier published data folder (runs.csv, tests.csv; e.g. docs/claim/resnet8): the outcome says which runs reproduce it and which primary verdicts differ")
     parser.add_argument("--reference", default=CLAIM_REFERENCE, help=f"method compared with every other (default {CLAIM_REFERENCE})")
     parser.add_argument("--alpha", type=float, default=CLAIM_ALPHA, help=f"family-wise level of the Holm-adjusted verdicts (default {CLAIM_ALPHA})")
     parser.add_argument("--margin", type=float, default=CLAIM_MARGIN, help=f"equivalence margin of the TOST, as a fraction (default {CLAIM_MARGIN}: 1 point)")
