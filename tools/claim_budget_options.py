@@ -17,10 +17,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-import pandas as pd
 import yaml
 
 from mscl.bench.dag import measured
+from mscl.report.cost import read_benchmark
 
 CORES = 2
 
@@ -39,8 +39,7 @@ def run_cost(logs: Path, tuning: bool, dataset: str, encoder: str, batch: str = 
 
 def preprocessing_seconds(results: Path) -> float:
     """CPU seconds in the preprocessing jobs' benchmark files (the embedding, mainly)."""
-    files = sorted((results / "benchmarks" / "preprocess").glob("*.tsv"))
-    return float(sum(pd.read_csv(path, sep="\t")["cpu_time"].sum() for path in files))
+    return sum(read_benchmark(path)["cpu_s"] for path in sorted((results / "benchmarks" / "preprocess").glob("*.tsv")))
 
 
 def main() -> None:
