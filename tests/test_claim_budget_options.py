@@ -27,12 +27,13 @@ def write_job(results: Path, stage: str, name: str, cpu_s: float, tuning: bool =
     benchmark.write_text(BENCHMARK_HEADER + f"{cpu_s * 3 * MINUTE}\t0:00:01\t100\t1\t1\t1\t0\t0\t50\t999.0\n")
 
 
-def test_budget_options_sum_the_jobs_per_dataset_and_reprice_tuning_seeds_and_the_sweep(tmp_path: Path) -> None:
+def test_budget_options_sum_the_jobs_per_dataset_and_reprice_tuning_seeds_the_sweep_and_the_schedule_check(tmp_path: Path) -> None:
     results = tmp_path / "results"
     config = {"experiments": {
         "yeast": {"datasets": ["yeast"], "encoders": ["mlp"], "batch_sizes": [64]},
         "yeast_batch_size": {"datasets": ["yeast"], "encoders": ["mlp"], "batch_sizes": [32]},
         "fashion_mnist": {"datasets": ["fashion_mnist"], "encoders": ["mlp-pixels"], "batch_sizes": [64]},
+        "fashion_mnist_schedule": {"datasets": ["fashion_mnist"], "encoders": ["mlp-pixels-2x"], "batch_sizes": [64]},
     }}  # fmt: skip
     (tmp_path / "claim.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     for seed in (100, 101):  # tuning: yeast 2 x (60 + 6) = 132, Fashion-MNIST 2 x (120 + 6) = 252
@@ -44,19 +45,23 @@ def test_budget_options_sum_the_jobs_per_dataset_and_reprice_tuning_seeds_and_th
     write_job(results, "probe", "yeast/mlp/simdissim/bs64/seed0", 3.0)
     write_job(results, "pretrain", "yeast/mlp/simdissim/bs32/seed0", 40.0)
     write_job(results, "probe", "yeast/mlp/simdissim/bs32/seed0", 4.0)
+    write_job(results, "pretrain", "fashion_mnist/mlp-pixels-2x/any/bs64/seed0", 50.0)  # the schedule check: 50 + 5 = 55
+    write_job(results, "probe", "fashion_mnist/mlp-pixels-2x/any/bs64/seed0", 5.0)
     bench = results / "benchmarks" / "preprocess" / "debtags_embed.tsv"
     bench.parent.mkdir(parents=True)
     bench.write_text(BENCHMARK_HEADER + "100\t0:01:40\t1\t1\t1\t1\t0\t0\t50\t3600.0\n")
 
     command = [sys.executable, str(REPO / "tools" / "claim_budget_options.py"), "--results", str(results), "--config", str(tmp_path / "claim.yaml")]
     output = subprocess.run(command, capture_output=True, text=True, check=True).stdout
-    assert "yeast tuning 7920, test 4620; fashion_mnist tuning 15120, test 0; the batch-size sweep (among the test runs) 2640; preprocessing 3600" in output
-    whole = 132 + 77 + 252 + 60  # CPU minutes
-    rows = {line[:56].strip(): line[56:].split() for line in output.splitlines() if line.startswith(("the DAG", "with", "without"))}
+    assert "yeast tuning 7920, test 4620; fashion_mnist tuning 15120, test 0; the batch-size sweep (among the test runs) 2640; the schedule check 3300; preprocessing 3600" in output
+    whole = 132 + 77 + 252 + 55 + 60  # CPU minutes
+    rows = {line[:56].strip(): line[56:].split() for line in output.splitlines() if line.startswith(("the DAG", "with", "without", "one tuning"))}
     expected = {
         "the DAG as run (2 tuning seeds)": whole,
         "with one tuning seed instead of two": whole - (132 + 252) / 2,
         "without the batch-size sweep": whole - 44,
         "with one tuning seed and without the batch-size sweep": whole - (132 + 252) / 2 - 44,
+        "without the schedule check": whole - 55,
+        "one tuning seed, no batch-size sweep, no schedule check": whole - (132 + 252) / 2 - 44 - 55,
     }
     assert {name: [float(v) for v in values] for name, values in rows.items()} == {name: [round(m), round(m / 2)] for name, m in expected.items()}

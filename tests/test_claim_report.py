@@ -235,7 +235,7 @@ def test_the_schedule_check_repeats_the_primary_comparisons_and_names_a_changed_
     assert "The verdict on Fashion-MNIST canvases vs ALL depends on the schedule: better at the main schedule, equivalent within ±1 point at 50 epochs (schedule check)" in headline
     assert "vs ALL better became equivalent within ±1 point" in claim.schedule_check_phrase(tests, checks)
     assert claim.schedule_check_phrase(tests, checks, longer).startswith("Rerun at a longer schedule (commit `abc`, Fashion-MNIST canvases 50 epochs; 3 comparisons)")
-    assert "The schedule check (Amendment 2) was made by commit `abc`; Fashion-MNIST canvases 10 seeds x 5 methods." in claim.provenance_sentence(main, longer)
+    assert "The schedule check was made by commit `abc`; Fashion-MNIST canvases 10 seeds x 5 methods." in claim.provenance_sentence(main, longer)
     verdict_rows = claim.schedule_verdicts_table(tests, checks).splitlines()[2:]
     assert len(verdict_rows) == 3 and verdict_rows[0].startswith("| Fashion-MNIST canvases (50 epochs) | ALL | +3.") and ", better | +0.0" in verdict_rows[0]
     assert verdict_rows[0].endswith(f"{equivalent(0.01)} | no |") and verdict_rows[1].endswith("| yes |")

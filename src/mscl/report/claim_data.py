@@ -24,7 +24,7 @@ writes them anyway, for work in progress, and the report then says so.
 - probes.csv: dataset, method, seed, best_epoch, epochs, commit. The probe's val-chosen epoch of
   every main-batch run: a probe that chose its last epoch was still improving.
 - schedule.csv: dataset, method, encoder, epochs, seed, split, the four metrics, commit. The
-  schedule check (docs/claim-check.md, "Amendment 2"): the runs of an encoder other than the
+  schedule check (docs/claim-check.md, Amendments 2 and 4): the runs of an encoder other than the
   dataset's main one (the encoder most of its runs share), e.g. the same network at twice the
   schedule. Every file above holds main-encoder runs only.
 - schedule_convergence.csv: dataset, method, encoder, seed, epoch, val_map_readout, loss, commit.
