@@ -316,3 +316,28 @@ def test_previous_data_counts_identical_reruns_and_names_each_changed_verdict(tm
     assert "none of 9" in same
     with pytest.raises(InputError, match="--previous"):
         claim.Previous.read(tmp_path / "missing")
+    old_tests.drop(columns="verdict").to_csv(tmp_path / "tests.csv", index=False)  # a tests.csv of another kind
+    with pytest.raises(InputError, match=r"tests.csv.*'verdict'.*--previous"):
+        claim.Previous.read(tmp_path)
+
+
+def test_load_data_names_a_missing_or_malformed_file_and_reads_an_absent_schedule_check_as_empty(tmp_path: Path) -> None:
+    """claim-report's input: every claim-export file but the schedule check's is required; an
+    unreadable file or a runs.csv without a required column gets an error naming file and column."""
+    record = Path(__file__).resolve().parents[1] / "docs" / "claim" / "resnet8"
+    for name in claim.CLAIM_DATA_FILES:
+        if name not in ("schedule.csv", "schedule_convergence.csv"):
+            (tmp_path / name).write_bytes((record / name).read_bytes())
+    frames = claim.load_data(tmp_path)
+    assert frames["schedule"].empty and list(frames["schedule"].columns) == list(claim.OPTIONAL_DATA_FILES["schedule.csv"])
+    assert len(frames["runs"]) == len(pd.read_csv(record / "runs.csv"))
+    pd.read_csv(record / "runs.csv").drop(columns="commit").to_csv(tmp_path / "runs.csv", index=False)
+    with pytest.raises(InputError, match=r"runs.csv.*\['commit'\] are missing.*claim-export"):
+        claim.load_data(tmp_path)
+    (tmp_path / "runs.csv").write_text("")
+    with pytest.raises(InputError, match=r"runs.csv.*not a readable CSV"):
+        claim.load_data(tmp_path)
+    (tmp_path / "tuning.csv").unlink()
+    (tmp_path / "runs.csv").write_bytes((record / "runs.csv").read_bytes())
+    with pytest.raises(InputError, match=r"tuning.csv.*claim data file not found"):
+        claim.load_data(tmp_path)

@@ -28,20 +28,9 @@ import torch
 from tqdm import tqdm
 
 from mscl import cli
-from mscl.data.manifest import SPLITS, read_labels, write_dataset
+from mscl.data.manifest import SPLITS, read_labels, read_split_with_content, write_dataset
 from mscl.errors import InputError
 from mscl.io import sha256_file
-
-
-def read_text_split(data: Path, name: str) -> pd.DataFrame:
-    """One split of a text manifest (id, labels, text); InputError for a manifest without text."""
-    path = data / f"{name}.parquet"
-    if not path.is_file():
-        raise InputError(path, "split file not found", "prepare the text manifest first (e.g. python -m mscl prepare-debtags)")
-    frame = pd.read_parquet(path)
-    if "text" not in frame.columns:
-        raise InputError(path, f"no 'text' column (columns {list(frame.columns)})", "pass a text manifest (debtags, aapd) as --data", field="text")
-    return frame
 
 
 def load_frozen_text_encoder(encoder_spec: Mapping[str, Any]) -> torch.nn.Module:
@@ -80,7 +69,7 @@ def model_files_sha256(encoder: torch.nn.Module) -> dict[str, str]:
 def embed(data: Path, out: Path, encoder_spec: Mapping[str, Any], batch_size: int) -> dict[str, Any]:
     """Write the embedded manifest of the text manifest `data` to `out`; return its stats."""
     vocabulary = read_labels(data)
-    frames = {name: read_text_split(data, name) for name in SPLITS}
+    frames = {name: read_split_with_content(data, name, "text", "pass a text manifest (debtags, aapd) as --data") for name in SPLITS}
     stats_path = data / "stats.json"
     text_stats = json.loads(stats_path.read_text(encoding="utf-8")) if stats_path.is_file() else {}
     encoder = load_frozen_text_encoder(encoder_spec)

@@ -353,6 +353,15 @@ def read_split(data_dir: str | Path, split: str, columns: Sequence[str] | None =
     return frame
 
 
+def read_split_with_content(data_dir: str | Path, split: str, content: str, fix: str) -> pd.DataFrame:
+    """`read_split`, then the `content` column a conversion needs ("text" to embed, "path" to
+    read images); `fix` names the kind of manifest to pass instead."""
+    frame = read_split(data_dir, split)
+    if content not in frame.columns:
+        raise InputError(Path(data_dir) / f"{split}.parquet", f"no {content!r} column (columns {list(frame.columns)})", fix, field=content)
+    return frame
+
+
 def read_labels(data_dir: str | Path) -> list[str]:
     """The label vocabulary, checked: not empty, no label twice."""
     path = Path(data_dir) / "labels.txt"

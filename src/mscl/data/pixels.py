@@ -26,22 +26,10 @@ from PIL import Image
 from tqdm import tqdm
 
 from mscl import cli
-from mscl.data.manifest import SPLITS, read_labels, write_dataset
+from mscl.data.manifest import SPLITS, read_labels, read_split_with_content, write_dataset
 from mscl.errors import InputError
 
 CONVERSION = "PIL convert('L') (ITU-R 601-2 luma), resize to size x size with Resampling.BOX, / 255"
-FIX_PREPARE = "prepare the image manifest first (e.g. python -m mscl prepare-fashion-mnist)"
-
-
-def read_image_split(data: Path, name: str) -> pd.DataFrame:
-    """One split of an image manifest (id, labels, path); InputError for a manifest without paths."""
-    path = data / f"{name}.parquet"
-    if not path.is_file():
-        raise InputError(path, "split file not found", FIX_PREPARE)
-    frame = pd.read_parquet(path)
-    if "path" not in frame.columns:
-        raise InputError(path, f"no 'path' column (columns {list(frame.columns)})", "pass an image manifest as --data", field="path")
-    return frame
 
 
 def grey_pixels(path: Path, size: int) -> np.ndarray:
@@ -59,7 +47,7 @@ def to_pixels(data: Path, out: Path, size: int) -> dict[str, Any]:
     if size < 1:
         raise InputError(None, f"--size {size} is not a positive pixel count", "give e.g. 28", field="--size")
     vocabulary = read_labels(data)
-    frames = {name: read_image_split(data, name) for name in SPLITS}
+    frames = {name: read_split_with_content(data, name, "path", "pass an image manifest as --data") for name in SPLITS}
     stats_path = data / "stats.json"
     image_stats = json.loads(stats_path.read_text(encoding="utf-8")) if stats_path.is_file() else {}
     root = Path(image_stats.get("root", data))

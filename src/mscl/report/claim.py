@@ -160,24 +160,34 @@ def adjust_families(frame: pd.DataFrame, alpha: float, margin: float, family_key
 # ------------------------------------------------------------------------------- data
 
 
+def read_claim_csv(path: Path, fix: str, columns: Sequence[str] = ()) -> pd.DataFrame:
+    """One claim CSV; InputError naming the file when it is missing, unreadable or lacks one of
+    `columns`, with `fix` as the remedy."""
+    try:
+        frame = pd.read_csv(path)
+    except FileNotFoundError:
+        raise InputError(path, "claim data file not found", fix) from None
+    except (pd.errors.ParserError, pd.errors.EmptyDataError) as error:
+        raise InputError(path, f"not a readable CSV ({error})", fix) from None
+    missing = [c for c in columns if c not in frame.columns]
+    if missing:
+        raise InputError(path, f"columns {missing} are missing", fix, field=missing[0])
+    return frame
+
+
+RUNS_COLUMNS = ("dataset", "method", "seed", "split", *METRICS, "commit")
+
+
 def load_data(data_dir: Path) -> dict[str, pd.DataFrame]:
     """The claim-export files as frames; InputError naming a missing or malformed one."""
+    fix = "run `python -m mscl claim-export` (the claim DAG writes it)"
     frames = {}
     for name in CLAIM_DATA_FILES:
         path = Path(data_dir) / name
-        try:
-            frames[name.removesuffix(".csv")] = pd.read_csv(path)
-        except FileNotFoundError:
-            if name in OPTIONAL_DATA_FILES:  # data exported before the schedule check existed
-                frames[name.removesuffix(".csv")] = pd.DataFrame(columns=list(OPTIONAL_DATA_FILES[name]))
-                continue
-            raise InputError(path, "claim data file not found", "run `python -m mscl claim-export` (the claim DAG writes it)") from None
-        except (pd.errors.ParserError, pd.errors.EmptyDataError) as error:
-            raise InputError(path, f"not a readable CSV ({error})", "rerun `python -m mscl claim-export`") from None
-    runs = frames["runs"]
-    missing = [c for c in ("dataset", "method", "seed", "split", *METRICS, "commit") if c not in runs.columns]
-    if missing:
-        raise InputError(Path(data_dir) / "runs.csv", f"columns {missing} are missing", "rerun `python -m mscl claim-export`", field=missing[0])
+        if name in OPTIONAL_DATA_FILES and not path.exists():  # data exported before the schedule check existed
+            frames[name.removesuffix(".csv")] = pd.DataFrame(columns=list(OPTIONAL_DATA_FILES[name]))
+            continue
+        frames[name.removesuffix(".csv")] = read_claim_csv(path, fix, RUNS_COLUMNS if name == "runs.csv" else ())
     return frames
 
 
@@ -912,10 +922,9 @@ class Previous:
 
     @classmethod
     def read(cls, folder: Path) -> "Previous":
-        for name in ("runs.csv", "tests.csv"):
-            if not (Path(folder) / name).is_file():
-                raise InputError(Path(folder) / name, "not found", "pass a published claim data folder (with runs.csv and tests.csv) as --previous", field="--previous")
-        return cls(str(folder), pd.read_csv(Path(folder) / "runs.csv"), pd.read_csv(Path(folder) / "tests.csv"))
+        fix = "pass a published claim data folder (with runs.csv and tests.csv) as --previous"
+        runs = read_claim_csv(Path(folder) / "runs.csv", fix, RUNS_COLUMNS)
+        return cls(str(folder), runs, read_claim_csv(Path(folder) / "tests.csv", fix, ("dataset", "comparison", "metric", "family", "verdict")))
 
 
 @dataclass(frozen=True)
