@@ -341,3 +341,21 @@ def test_load_data_names_a_missing_or_malformed_file_and_reads_an_absent_schedul
     (tmp_path / "runs.csv").write_bytes((record / "runs.csv").read_bytes())
     with pytest.raises(InputError, match=r"tuning.csv.*claim data file not found"):
         claim.load_data(tmp_path)
+
+
+def test_a_schedule_check_of_one_rival_says_one_comparison_without_holm() -> None:
+    """Amendment 4's shape: only ANY and Sim-Dissim at the longer schedule, so one comparison per
+    metric; its Holm p is its p, and the sentences say one comparison, not 'Holm over 1'."""
+    main = synthetic_runs({"simdissim": 0.0, "all": -0.03, "any": 0.03, "mulsupcon": 0.0})
+    tests = comparison_tests(main, "simdissim", 0.05, 0.01)
+    longer = schedule_frame({"simdissim": 0.0, "any": 0.0}, shift=0.02, epochs=300)
+    checks = claim.schedule_tests(main, longer, "simdissim", 0.05, 0.01)
+    rivals = checks[checks["family"] == "schedule"]
+    assert set(rivals["comparison"]) == {"any"} and (rivals["holm_family_size"] == 1).all() and (rivals["p_holm"] == rivals["p"]).all()
+    changed = claim.changed_verdicts(tests, checks)
+    assert changed == [("fashion_mnist", "any", WORSE, equivalent(0.01), 300)]
+    plateau = pd.DataFrame({"dataset": ["fashion_mnist"] * 2, "method": ["any", "simdissim"], "gain_last_third": [0.002, 0.001]})
+    sentence = claim.schedule_sentence(checks, plateau, changed, 0.01)
+    assert "every rerun method plateaued" in sentence and "(test mAP, one comparison, so no Holm correction): its verdict differs from the one at the main schedule" in sentence
+    assert "Holm over 1" not in sentence
+    assert "Fashion-MNIST canvases 300 epochs; 1 comparison): vs ANY worse became" in claim.schedule_check_phrase(tests, checks, longer)

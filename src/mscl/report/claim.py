@@ -563,8 +563,12 @@ def schedule_sentence(checks: pd.DataFrame, plateau: pd.DataFrame, changed: Sequ
             f"{dataset_name(d)}: " + ", ".join(f"vs {method_name(r.comparison)} {points(r.mean_diff, 2, True)} ({r.verdict})" for r in block.itertuples())
             for d, block in rivals.groupby("dataset", sort=False)
         )
-        outcome = "every verdict is the one at the main schedule" if not changed else f"{len(changed)} of {len(rivals)} verdicts differ from those at the main schedule"
-        held = f" Sim-Dissim minus each rival at the longer schedule (test mAP, Holm over {len(rivals)}): {count_verdicts(rivals, margin)}; {outcome}. {detail}."
+        if len(rivals) == 1:
+            outcome = "its verdict is the one at the main schedule" if not changed else "its verdict differs from the one at the main schedule"
+            held = f" Sim-Dissim minus its rival at the longer schedule (test mAP, one comparison, so no Holm correction): {outcome}. {detail}."
+        else:
+            outcome = "every verdict is the one at the main schedule" if not changed else f"{len(changed)} of {len(rivals)} verdicts differ from those at the main schedule"
+            held = f" Sim-Dissim minus each rival at the longer schedule (test mAP, Holm over {len(rivals)}): {count_verdicts(rivals, margin)}; {outcome}. {detail}."
     return (
         f"**Schedule check (longer schedules, each method's setting from the first).** At the longer schedule {state}. "
         f"Test mAP gained by the longer schedule, paired by seed: {gains}.{held}"
@@ -743,7 +747,7 @@ def schedule_check_phrase(tests: pd.DataFrame, checks: pd.DataFrame | None, sche
     held = "every verdict held" if not changed else "; ".join(f"vs {method_name(rival)} {main} became {longer}" for _, rival, main, longer, _ in changed)
     which = f"{made_by(schedule)}, " if schedule is not None and not schedule.empty else ""
     epochs = ", ".join(f"{dataset_name(d)} {int(e)} epochs" for d, e in rivals.groupby("dataset", sort=False)["epochs"].first().items())
-    return f"Rerun at a longer schedule ({which}{epochs}; {len(rivals)} comparisons): {held}. "
+    return f"Rerun at a longer schedule ({which}{epochs}; {len(rivals)} comparison{'s' * (len(rivals) != 1)}): {held}. "
 
 
 def schedule_phrase(plateau: pd.DataFrame) -> str:
