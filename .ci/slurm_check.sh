@@ -76,7 +76,10 @@ trap cleanup EXIT
 # ------------------------------------------------------------------ 1. the cluster
 if [ "$INSTALLED_HERE" = 1 ]; then
   say "apt-get update"
-  apt-get update -q > "$WORK/apt-update.log" 2>&1 || { tail -n 20 "$WORK/apt-update.log"; exit 1; }
+  # Keep apt's English descriptions: on an image with Acquire::Languages "none" a plain update
+  # deletes the *_Translation-en indexes, and with them the claim check's debtags source
+  # (`make claim-data`, docs/claim-check.md), on this machine for every later run.
+  apt-get -o Acquire::Languages=en update -q > "$WORK/apt-update.log" 2>&1 || { tail -n 20 "$WORK/apt-update.log"; exit 1; }
 fi
 say "starting SLURM (fake GPUs: $FAKE_GPUS, accounting: $ACCOUNTING)"
 SLURM_FAKE_GPUS=$FAKE_GPUS SLURM_ACCOUNTING=$ACCOUNTING SLURM_PARTITION=$PARTITION \

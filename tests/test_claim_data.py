@@ -28,6 +28,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -512,3 +513,22 @@ def test_image_pixels_refuses_a_manifest_without_images_and_a_bad_size(tmp_path,
     fashion_mnist.prepare(root, tmp_path / "images", train_canvases=4, test_canvases=2, val_fraction=0.25, seed=0)
     assert mscl_main(["image-pixels", "--data", str(tmp_path / "images"), "--size", "0", "--out", str(tmp_path / "b")]) == 1
     assert "--size 0" in capsys.readouterr().err and not (tmp_path / "b").exists()
+
+
+def test_every_apt_get_update_in_the_repository_keeps_the_english_descriptions():
+    """A plain `apt-get update` on an image with Acquire::Languages "none" deletes the
+    Translation-en indexes, the debtags source of the claim check, for every later run on the
+    machine (it happened twice: start_local_slurm.sh, then .ci/slurm_check.sh). Every script,
+    Makefile and CI file that updates apt must ask for the English descriptions."""
+    repo = Path(__file__).resolve().parents[1]
+    files = [repo / "Makefile", *repo.glob(".ci/*"), *repo.glob("tools/**/*.sh"), *repo.glob("workflow/**/*.smk")]
+    updates = []
+    for path in files:
+        if path.is_file():
+            for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+                code = line.split("#", 1)[0]
+                if re.search(r"(?:^|[\s;&|(])apt-get\b.*\bupdate\b", code):  # a command, not a quoted message
+                    updates.append((path.relative_to(repo), number, code))
+    assert updates, "no apt-get update found: the search itself is broken"
+    plain = [(str(path), number) for path, number, code in updates if "Acquire::Languages=en" not in code]
+    assert not plain, f"apt-get update without -o Acquire::Languages=en: {plain}"
