@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
-from mscl.train.data import Split, TextDataset, make_loader
+from mscl.train.data import Split, TabularDataset, TextDataset, make_loader
 
 
 def test_batches_carry_the_split_targets_as_sparse_csr_labels() -> None:
@@ -24,3 +25,40 @@ def test_batches_carry_the_split_targets_as_sparse_csr_labels() -> None:
             assert torch.equal(row, targets[index])
             seen.append(index)
     assert sorted(seen) == [0, 1, 2, 3, 4]
+
+
+class OneSampleAtATime(torch.utils.data.Dataset):
+    """The same dataset without `__getitems__`: the DataLoader then fetches sample by sample."""
+
+    def __init__(self, dataset: TabularDataset):
+        self.dataset, self.split = dataset, dataset.split
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
+        return self.dataset[index]
+
+
+@pytest.mark.parametrize("views", [1, 2])
+def test_tabular_batches_fetched_at_once_equal_those_fetched_sample_by_sample(views: int) -> None:
+    """TabularDataset.__getitems__ draws one mask for the batch: the same batches, bit for bit,
+    and the same global RNG state after an epoch, as per-sample fetching (so training results
+    do not change)."""
+    generator = torch.Generator().manual_seed(0)
+    features = torch.randn(37, 11, generator=generator)
+    targets = (torch.rand(37, 5, generator=generator) < 0.3).float()
+    split = Split([f"g{i}" for i in range(37)], features, targets, ignored_labels=0)
+    dataset = TabularDataset(split, views=views, mask_rate=0.5)
+    epochs = {}
+    for name, source in (("batched", dataset), ("per sample", OneSampleAtATime(dataset))):
+        torch.manual_seed(7)
+        loader = make_loader(source, 8, shuffle=True, drop_last=True, generator=torch.Generator().manual_seed(3), num_workers=0, device=torch.device("cpu"))
+        epochs[name] = ([(batch["features"], batch["labels"].to_dense()) for batch in loader], torch.get_rng_state())
+    (batched, state), (per_sample, per_sample_state) = epochs["batched"], epochs["per sample"]
+    assert len(batched) == 37 // 8 and batched[0][0].shape == ((8, views, 11) if views > 1 else (8, 11))
+    assert all(torch.equal(a, b) and torch.equal(la, lb) for (a, la), (b, lb) in zip(batched, per_sample))
+    assert torch.equal(state, per_sample_state)
+    if views > 1:  # the masks did something: about half of each view's values are zeroed
+        zeroed = torch.cat([f for f, _ in batched]).eq(0).float().mean()
+        assert 0.35 < zeroed < 0.65
