@@ -14,11 +14,14 @@ from mscl.bench import BENCHMARKS
 
 # What `--help` and a usage error must never import (each costs 0.3 to 2 s of start-up).
 HEAVY = ("torch", "pandas", "transformers", "matplotlib", "sklearn", "torchvision")
-# `python -m mscl ARGS`, run by runpy as -m does; prints the exit code, stdout, stderr and which
-# HEAVY modules got imported.
+# `python -m mscl ARGS`, run by runpy as -m does (its final os._exit turned into SystemExit);
+# prints the exit code, stdout, stderr and which HEAVY modules got imported.
 RUN_MSCL = """
-import contextlib, io, json, runpy, sys
+import contextlib, io, json, os, runpy, sys
 args, watched = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+def exit_as_system_exit(code):  # mscl.__main__.leave ends with os._exit; report instead
+    raise SystemExit(code)
+os._exit = exit_as_system_exit
 sys.argv = ["mscl", *args]
 out, err = io.StringIO(), io.StringIO()
 try:
@@ -108,3 +111,28 @@ def test_bench_help_and_unknown_benchmark(capsys):
     assert capsys.readouterr().out.startswith("usage: python -m mscl bench {losses,")
     assert bench_main(["nope"]) == 2
     assert "usage: python -m mscl bench" in capsys.readouterr().err
+
+
+LEAVE = """
+import atexit, sys
+from mscl.__main__ import leave
+atexit.register(lambda: print("atexit ran", file=sys.stderr))
+sys.stdout.write("x" * 100_000)  # a pipe: block-buffered, not yet written
+leave(int(sys.argv[1]))
+"""
+
+
+@pytest.mark.parametrize("code", [0, 3])
+def test_leave_runs_atexit_handlers_flushes_output_and_keeps_the_exit_status(code):
+    """`python -m mscl` ends through `leave`: no interpreter teardown, but nothing a normal exit
+    delivers is lost (buffered stdout, atexit handlers) and the command's status is the process's."""
+    result = subprocess.run([sys.executable, "-c", LEAVE, str(code)], capture_output=True, text=True)
+    assert result.returncode == code
+    assert result.stdout == "x" * 100_000 and "atexit ran" in result.stderr
+
+
+def test_the_module_entry_point_exits_through_leave_with_mains_status():
+    help_ = subprocess.run([sys.executable, "-m", "mscl", "--help"], capture_output=True, text=True)
+    unknown = subprocess.run([sys.executable, "-m", "mscl", "no-such-command"], capture_output=True, text=True)
+    assert help_.returncode == 0 and "usage: python -m mscl" in help_.stdout
+    assert unknown.returncode == 2 and "unknown command" in unknown.stderr
