@@ -114,10 +114,11 @@ def test_bench_help_and_unknown_benchmark(capsys):
 
 
 LEAVE = """
-import atexit, sys
+import atexit, sys, threading, time
 from mscl.__main__ import leave
 atexit.register(lambda: print("atexit ran", file=sys.stderr))
 sys.stdout.write("x" * 100_000)  # a pipe: block-buffered, not yet written
+threading.Thread(target=lambda: (time.sleep(0.3), print("thread done", file=sys.stderr))).start()
 leave(int(sys.argv[1]))
 """
 
@@ -125,10 +126,12 @@ leave(int(sys.argv[1]))
 @pytest.mark.parametrize("code", [0, 3])
 def test_leave_runs_atexit_handlers_flushes_output_and_keeps_the_exit_status(code):
     """`python -m mscl` ends through `leave`: no interpreter teardown, but nothing a normal exit
-    delivers is lost (buffered stdout, atexit handlers) and the command's status is the process's."""
+    delivers is lost (a running non-daemon thread, buffered stdout, atexit handlers) and the
+    command's status is the process's."""
     result = subprocess.run([sys.executable, "-c", LEAVE, str(code)], capture_output=True, text=True)
     assert result.returncode == code
     assert result.stdout == "x" * 100_000 and "atexit ran" in result.stderr
+    assert result.stderr.index("thread done") < result.stderr.index("atexit ran")  # threads joined first, as at a normal exit
 
 
 def test_the_module_entry_point_exits_through_leave_with_mains_status():

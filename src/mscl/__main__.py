@@ -13,6 +13,7 @@ import atexit
 import importlib
 import os
 import sys
+import threading
 from typing import NoReturn
 
 from mscl import jobserver
@@ -91,11 +92,15 @@ def run(argv: list[str]) -> int:
 
 
 def leave(code: int) -> NoReturn:
-    """End the process with `code` once a command has returned: the atexit handlers run and
-    stdout/stderr are flushed, as at a normal exit, but the interpreter does not tear down
-    every module it imported. With torch, pandas and pyarrow loaded that teardown costs
-    0.6-1.2 CPU s a job (docs/records/fast_exit.txt), over a thousand jobs in the claim DAG.
-    By then the command has closed its files (every write goes through a `with` block)."""
+    """End the process with `code` once a command has returned: non-daemon threads are joined,
+    the atexit handlers run and stdout/stderr are flushed, in that order, as at a normal exit,
+    but the interpreter does not tear down every module it imported. With torch, pandas and
+    pyarrow loaded that teardown costs 0.6-1.2 CPU s a job (docs/records/fast_exit.txt), over
+    a thousand jobs in the claim DAG. By then the command has closed its files (every write
+    goes through a `with` block)."""
+    for thread in threading.enumerate():
+        if thread is not threading.main_thread() and not thread.daemon:
+            thread.join()
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         try:
