@@ -54,7 +54,7 @@ from mscl import cli
 from mscl.errors import InputError
 from mscl.io import write_text
 from mscl.layout import CLAIM_DATA_FILES, CLAIM_FIGURE_NAMES
-from mscl.report.claim_data import SCHEDULE_COLUMNS, SCHEDULE_CONVERGENCE_COLUMNS
+from mscl.report.claim_data import RUNS_COLUMNS, SCHEDULE_COLUMNS, SCHEDULE_CONVERGENCE_COLUMNS
 from mscl.report.style import COLUMN_WIDTH_IN, FULL_WIDTH_IN, dataset_name, method_colour, method_name, metric_name
 
 PRIMARY_RIVALS = ("all", "any", "mulsupcon")
@@ -173,9 +173,6 @@ def read_claim_csv(path: Path, fix: str, columns: Sequence[str] = ()) -> pd.Data
     if missing:
         raise InputError(path, f"columns {missing} are missing", fix, field=missing[0])
     return frame
-
-
-RUNS_COLUMNS = ("dataset", "method", "seed", "split", *METRICS, "commit")
 
 
 def load_data(data_dir: Path) -> dict[str, pd.DataFrame]:

@@ -196,18 +196,14 @@ class TabularDataset(Dataset):
         return len(self.split)
 
     def __getitem__(self, index: int) -> dict[str, Tensor]:
-        features = self.split.items[index]
-        if self.views > 1:
-            keep = torch.rand(self.views, len(features)) >= self.mask_rate
-            features = features * keep
-        return {"features": features, "label_ids": self.split.label_ids[index]}
+        return self.__getitems__([index])[0]
 
     def __getitems__(self, indices: list[int]) -> list[dict[str, Tensor]]:
         """A whole batch, which the DataLoader asks for when this exists: one mask draw instead
         of one per sample. torch.rand fills a tensor serially from the generator, so the draw
         for [B, views, F] holds exactly the values of B successive [views, F] draws, and the
-        batches (and the generator's state after them) are those of `__getitem__`; the
-        per-sample calls cost 5-9% of a claim run's epoch (docs/records/tabular_getitems_ab.txt)."""
+        batches (and the generator's state after them) are those of fetching sample by sample;
+        the per-sample calls cost 5-9% of a claim run's epoch (docs/records/tabular_getitems_ab.txt)."""
         features = self.split.items[indices]
         if self.views > 1:
             keep = torch.rand(len(indices), self.views, features.shape[1]) >= self.mask_rate
