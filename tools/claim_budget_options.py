@@ -1,21 +1,28 @@
 """What the claim check would cost on 2 idle cores under other protocols, priced from the CPU
-seconds its jobs actually used (docs/claim-check.md, "Cost").
+and wall seconds its jobs actually used (docs/claim-check.md, "Cost").
 
     .venv/bin/python tools/claim_budget_options.py [--results results/claim] [--config config/claim.yaml]
 
-Every pretrain and probe job's CPU time is read as `python -m mscl bench dag` reads it (the
-job-server worker's usage line in its log, else its benchmark file); it barely depends on what
-else ran. The script sums them per dataset (the encoder of the config's experiment block named
-after the dataset), tuning and test runs apart, adds a schedule check's runs (a block whose
-encoder is not its dataset's: Amendments 2 and 4) and the preprocessing jobs' benchmark files,
-and re-prices the DAG: with one tuning seed instead of two (half the tuning runs), without the
-batch-size sweep, without the schedule check, and with all three. The bound is CPU time / 2 cores: scheduling and start-up
-come on top (bench dag's "non-training share").
+Every pretrain and probe job's CPU and wall time is read as `python -m mscl bench dag` reads
+it (CPU from the job-server worker's usage line in its log, else its benchmark file; wall from
+its benchmark file). The script sums them per dataset (the encoder of the config's experiment
+block named after the dataset), tuning and test runs apart, adds a schedule check's runs (a
+block whose encoder is not its dataset's: Amendments 2 and 4) and the preprocessing jobs'
+benchmark files, and re-prices the DAG: with one tuning seed instead of two (half the tuning
+runs), without the batch-size sweep, without the schedule check, and with all three.
+
+Two prices per option, in minutes on 2 cores:
+- CPU time / 2 cores, a lower bound: start-up, set-up and scheduling come on top;
+- the jobs' own wall time / 2 cores, an estimate that includes each job's start-up and
+  outputs; it is only as good as the run was idle (a job sharing its core with other work
+  takes longer), and it leaves out scheduling gaps (bench dag's "scheduling and idle cores").
 """
 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
@@ -26,21 +33,43 @@ from mscl.report.cost import read_benchmark
 CORES = 2
 
 
-def cpu_seconds(logs: Path, pattern: str) -> list[float]:
-    """Each matching job's CPU seconds (jobs without a benchmark file are skipped)."""
+@dataclass(frozen=True)
+class Cost:
+    """Summed seconds of some jobs: their CPU time and their own wall time."""
+
+    cpu: float = 0.0
+    wall: float = 0.0
+
+    def __add__(self, other: Cost) -> Cost:
+        return Cost(self.cpu + other.cpu, self.wall + other.wall)
+
+    def __sub__(self, other: Cost) -> Cost:
+        return Cost(self.cpu - other.cpu, self.wall - other.wall)
+
+    def __truediv__(self, divisor: float) -> Cost:
+        return Cost(self.cpu / divisor, self.wall / divisor)
+
+
+def total(costs: Iterable[Cost]) -> Cost:
+    return sum(costs, Cost())
+
+
+def job_costs(logs: Path, pattern: str) -> Cost:
+    """The matching jobs' summed CPU and wall seconds (jobs without a benchmark file are skipped)."""
     found = (measured(str(path), logs.parent, Path(".")) for path in sorted(logs.glob(pattern)))
-    return [usage["cpu_s"] for usage in found if usage]
+    return total(Cost(usage["cpu_s"], usage["wall_s"]) for usage in found if usage)
 
 
-def run_cost(logs: Path, tuning: bool, dataset: str, encoder: str, batch: str = "*") -> float:
-    """CPU seconds of the pretrain and probe jobs of one dataset x encoder (x batch folder)."""
+def run_cost(logs: Path, tuning: bool, dataset: str, encoder: str, batch: str = "*") -> Cost:
+    """Seconds of the pretrain and probe jobs of one dataset x encoder (x batch folder)."""
     prefix = "tuning/" if tuning else ""
-    return sum(c for stage in ("pretrain", "probe") for c in cpu_seconds(logs, f"{prefix}{stage}/{dataset}/{encoder}/*/{batch}/**/*.log"))
+    return total(job_costs(logs, f"{prefix}{stage}/{dataset}/{encoder}/*/{batch}/**/*.log") for stage in ("pretrain", "probe"))
 
 
-def preprocessing_seconds(results: Path) -> float:
-    """CPU seconds in the preprocessing jobs' benchmark files (the embedding, mainly)."""
-    return sum(read_benchmark(path)["cpu_s"] for path in sorted((results / "benchmarks" / "preprocess").glob("*.tsv")))
+def preprocessing_cost(results: Path) -> Cost:
+    """Seconds in the preprocessing jobs' benchmark files (the embedding, mainly)."""
+    found = (read_benchmark(path) for path in sorted((results / "benchmarks" / "preprocess").glob("*.tsv")))
+    return total(Cost(usage["cpu_s"], usage["wall_s"]) for usage in found)
 
 
 def main() -> None:
@@ -67,15 +96,15 @@ def main() -> None:
 
     tuning = {dataset: run_cost(logs, True, dataset, encoder) for dataset, encoder in main_encoder.items()}
     test = {dataset: run_cost(logs, False, dataset, encoder) for dataset, encoder in main_encoder.items()}
-    sweep = sum(run_cost(logs, False, dataset, encoder, batch) for dataset, encoder, batch in sweeps)
-    schedule = sum(run_cost(logs, False, dataset, encoder) for dataset, encoder in longer)
-    preprocessing = preprocessing_seconds(args.results)
-    whole = sum(tuning.values()) + sum(test.values()) + schedule + preprocessing
-    half_tuning = sum(tuning.values()) / 2
+    sweep = total(run_cost(logs, False, dataset, encoder, batch) for dataset, encoder, batch in sweeps)
+    schedule = total(run_cost(logs, False, dataset, encoder) for dataset, encoder in longer)
+    preprocessing = preprocessing_cost(args.results)
+    whole = total(tuning.values()) + total(test.values()) + schedule + preprocessing
+    half_tuning = total(tuning.values()) / 2
 
-    by_dataset = "; ".join(f"{d} tuning {tuning[d]:.0f}, test {test[d]:.0f}" for d in main_encoder)
-    checked = f"; the schedule check {schedule:.0f}" if longer else ""
-    print(f"CPU seconds by dataset: {by_dataset}; the batch-size sweep (among the test runs) {sweep:.0f}{checked}; preprocessing {preprocessing:.0f}")
+    by_dataset = "; ".join(f"{d} tuning {tuning[d].cpu:.0f}, test {test[d].cpu:.0f}" for d in main_encoder)
+    checked = f"; the schedule check {schedule.cpu:.0f}" if longer else ""
+    print(f"CPU seconds by dataset: {by_dataset}; the batch-size sweep (among the test runs) {sweep.cpu:.0f}{checked}; preprocessing {preprocessing.cpu:.0f}")
     options = [
         ("the DAG as run (2 tuning seeds)", whole),
         ("with one tuning seed instead of two", whole - half_tuning),
@@ -87,10 +116,9 @@ def main() -> None:
             ("without the schedule check", whole - schedule),
             ("one tuning seed, no batch-size sweep, no schedule check", whole - half_tuning - sweep - schedule),
         ]
-    print(f"\n{'option':56s} {'core-min':>9s} {f'min on {CORES} idle cores, at least':>30s}")
-    for name, seconds in options:
-        print(f"{name:56s} {seconds / 60:9.0f} {seconds / 60 / CORES:30.0f}")
-
+    print(f"\n{'option':56s} {'core-min':>9s} {f'CPU min / {CORES} cores (at least)':>30s} {f'job wall min / {CORES} cores':>24s}")
+    for name, cost in options:
+        print(f"{name:56s} {cost.cpu / 60:9.0f} {cost.cpu / 60 / CORES:30.0f} {cost.wall / 60 / CORES:24.0f}")
 
 if __name__ == "__main__":
     main()
