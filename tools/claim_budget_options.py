@@ -49,6 +49,11 @@ class Cost:
     def __truediv__(self, divisor: float) -> Cost:
         return Cost(self.cpu / divisor, self.wall / divisor)
 
+    @classmethod
+    def of(cls, usage: dict[str, float]) -> Cost:
+        """One job's, from `read_benchmark`'s (or `measured`'s) figures."""
+        return cls(usage["cpu_s"], usage["wall_s"])
+
 
 def total(costs: Iterable[Cost]) -> Cost:
     return sum(costs, Cost())
@@ -57,7 +62,7 @@ def total(costs: Iterable[Cost]) -> Cost:
 def job_costs(logs: Path, pattern: str) -> Cost:
     """The matching jobs' summed CPU and wall seconds (jobs without a benchmark file are skipped)."""
     found = (measured(str(path), logs.parent, Path(".")) for path in sorted(logs.glob(pattern)))
-    return total(Cost(usage["cpu_s"], usage["wall_s"]) for usage in found if usage)
+    return total(Cost.of(usage) for usage in found if usage)
 
 
 def run_cost(logs: Path, tuning: bool, dataset: str, encoder: str, batch: str = "*") -> Cost:
@@ -69,7 +74,7 @@ def run_cost(logs: Path, tuning: bool, dataset: str, encoder: str, batch: str = 
 def preprocessing_cost(results: Path) -> Cost:
     """Seconds in the preprocessing jobs' benchmark files (the embedding, mainly)."""
     found = (read_benchmark(path) for path in sorted((results / "benchmarks" / "preprocess").glob("*.tsv")))
-    return total(Cost(usage["cpu_s"], usage["wall_s"]) for usage in found)
+    return total(Cost.of(usage) for usage in found)
 
 
 def main() -> None:
@@ -119,6 +124,7 @@ def main() -> None:
     print(f"\n{'option':56s} {'core-min':>9s} {f'CPU min / {CORES} cores (at least)':>30s} {f'job wall min / {CORES} cores':>24s}")
     for name, cost in options:
         print(f"{name:56s} {cost.cpu / 60:9.0f} {cost.cpu / 60 / CORES:30.0f} {cost.wall / 60 / CORES:24.0f}")
+
 
 if __name__ == "__main__":
     main()
