@@ -359,3 +359,19 @@ def test_a_schedule_check_of_one_rival_says_one_comparison_without_holm() -> Non
     assert "every rerun method plateaued" in sentence and "(test mAP, one comparison, so no Holm correction): its verdict differs from the one at the main schedule" in sentence
     assert "Holm over 1" not in sentence
     assert "Fashion-MNIST canvases 300 epochs; 1 comparison): vs ANY worse became" in claim.schedule_check_phrase(tests, checks, longer)
+
+
+@pytest.mark.parametrize("data", ["claim", "claim/resnet8"])
+def test_every_claim_figure_keeps_its_text_inside_the_figure(data: str) -> None:
+    """Drawn from the committed data (one to three dataset panels): no title, label or legend
+    runs off the page; a one-panel figure is a column wide, narrower than a one-line title."""
+    import matplotlib.pyplot as plt
+
+    report = claim.compute_report(Path(__file__).resolve().parents[1] / "docs" / data, "simdissim", 0.05, 0.01)
+    for name, draw in claim.report_figures(report, "simdissim").items():
+        figure = draw()
+        figure.canvas.draw()
+        drawn = figure.get_tightbbox(figure.canvas.get_renderer())  # inches: everything drawn, titles included
+        width, height = figure.get_size_inches()
+        assert drawn.x0 >= -0.01 and drawn.y0 >= -0.01 and drawn.x1 <= width + 0.01 and drawn.y1 <= height + 0.01, (name, drawn.bounds, (width, height))
+        plt.close(figure)

@@ -29,6 +29,23 @@ def saved_png_size(figure, tmp_path: Path, name: str) -> tuple[int, int]:
         return image.size
 
 
+def test_saved_figures_are_byte_identical_when_their_data_are(tmp_path, monkeypatch):
+    """Regenerating a figure from the same data a day later must not change its files (no
+    timestamps; matplotlib reads "now" from SOURCE_DATE_EPOCH when set), and other data must."""
+    import matplotlib.pyplot as plt
+
+    def save(name: str, y: list[float], day: int = 0) -> tuple[bytes, bytes]:
+        monkeypatch.setenv("SOURCE_DATE_EPOCH", str(day * 86400))
+        figure, axes = plt.subplots()
+        axes.plot([0, 1, 2], y)
+        figures.save_figure(figure, tmp_path / name)
+        return (tmp_path / f"{name}.pdf").read_bytes(), (tmp_path / f"{name}.png").read_bytes()
+
+    first, again, other = save("first", [1, 2, 3]), save("again", [1, 2, 3], day=1), save("other", [3, 2, 1])
+    assert first == again
+    assert first[0] != other[0] and first[1] != other[1]
+
+
 def expected_size(width_in: float, height_in: float) -> tuple[int, int]:
     return round(width_in * PNG_DPI), round(height_in * PNG_DPI)
 

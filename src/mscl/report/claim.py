@@ -23,7 +23,7 @@ another method on one dataset and one test metric, paired by seed:
 - verdict: "better" / "worse" when p_holm < alpha (by the sign of d); else "equivalent within
   +-m points" when p_tost_holm < alpha; else "inconclusive". Never "tie".
 
-The schedule check (Amendments 2 and 4; schedule.csv, schedule_convergence.csv) repeats the primary
+The schedule check (Amendments 2, 4 and 5; schedule.csv, schedule_convergence.csv) repeats the primary
 comparisons of the datasets it reran at a longer schedule (family `schedule`, Holm per dataset
 and metric) and measures each rerun method's paired test-mAP gain from doubling (family
 `doubling`); a primary verdict that differs there is named in the headline.
@@ -643,15 +643,17 @@ def probe_sentence(probes: pd.DataFrame) -> str:
 
 
 def cost_block(data_dir: Path) -> str:
-    """`python -m mscl bench dag` on the run that made the data (dag_cost.txt), and
-    `tools/claim_budget_options.py` on its jobs (budget_options.txt) when present, verbatim."""
+    """`python -m mscl bench dag` on the measured run of the whole DAG (dag_cost.txt), and
+    `tools/claim_budget_options.py` on the jobs behind the data (budget_options.txt) when
+    present, verbatim. The two can differ in their jobs: an amendment's runs added after the
+    measured run are priced by the options and absent from the run's breakdown."""
     path = Path(data_dir) / "dag_cost.txt"
     if not path.is_file():
         return "Not measured for these data (no dag_cost.txt).\n"
-    block = "`python -m mscl bench dag` on the run that made these data:\n\n```\n" + path.read_text(encoding="utf-8").rstrip() + "\n```\n"
+    block = "`python -m mscl bench dag` on the measured run of the whole DAG:\n\n```\n" + path.read_text(encoding="utf-8").rstrip() + "\n```\n"
     options = Path(data_dir) / "budget_options.txt"
     if options.is_file():
-        block += "\n`tools/claim_budget_options.py` on the same jobs (their CPU seconds, re-priced):\n\n```\n" + options.read_text(encoding="utf-8").rstrip() + "\n```\n"
+        block += "\n`tools/claim_budget_options.py` on the jobs behind these data (each job's own benchmark, re-priced):\n\n```\n" + options.read_text(encoding="utf-8").rstrip() + "\n```\n"
     return block
 
 
@@ -770,7 +772,7 @@ def schedule_phrase(plateau: pd.DataFrame) -> str:
 def differences_figure(runs: pd.DataFrame, tests: pd.DataFrame, reference: str):
     """Per dataset (columns) x metric (rows: mAP, micro-F1, macro-F1): each seed's paired
     difference against each primary rival, with the mean and its 95% CI."""
-    from mscl.report.figures import new_figure
+    from mscl.report.figures import fitted_suptitle, new_figure
 
     datasets, metrics = datasets_of(runs), METRICS[:3]
     figure, axes = new_figure(min(FULL_WIDTH_IN, max(COLUMN_WIDTH_IN, 2.2 * len(datasets))), 0.6 + 1.6 * len(metrics), nrows=len(metrics), ncols=len(datasets), sharex="col")
@@ -791,13 +793,13 @@ def differences_figure(runs: pd.DataFrame, tests: pd.DataFrame, reference: str):
                 ax.set_ylabel(f"Δ {metric_name(metric)} (points)")
             if row_number == 0:
                 ax.set_title(f"{dataset_name(dataset)} ({runs[(runs['dataset'] == dataset) & (runs['method'] == reference)]['seed'].nunique()} seeds)")
-    figure.suptitle(f"{method_name(reference)} minus each rival, paired by seed (test); mean and 95% CI", fontsize=8)
+    fitted_suptitle(figure, f"{method_name(reference)} minus each rival, paired by seed (test); mean and 95% CI")
     return figure
 
 
 def convergence_figure(convergence: pd.DataFrame):
     """Per dataset: the monitor's val mAP against epoch, mean over seeds per method (band: min-max)."""
-    from mscl.report.figures import new_figure
+    from mscl.report.figures import fitted_suptitle, new_figure
 
     datasets = datasets_of(convergence)
     figure, axes = new_figure(min(FULL_WIDTH_IN, max(COLUMN_WIDTH_IN, 2.4 * len(datasets))), 2.4, nrows=1, ncols=len(datasets))
@@ -813,14 +815,14 @@ def convergence_figure(convergence: pd.DataFrame):
     axes[0, 0].set_ylabel("val mAP of the ridge readout (%)")
     handles, labels = axes[0, 0].get_legend_handles_labels()
     figure.legend(handles, labels, loc="outside lower center", ncols=min(6, len(labels)))
-    figure.suptitle("Convergence: the monitor's val mAP against epoch (mean over test seeds; band: min-max)", fontsize=8)
+    fitted_suptitle(figure, "Convergence: the monitor's val mAP against epoch (mean over test seeds; band: min-max)")
     return figure
 
 
 def schedule_figure(convergence: pd.DataFrame, longer: pd.DataFrame):
     """Per dataset of the schedule check: the monitor's val mAP against epoch at the main
     schedule (solid) and at the longer one (dashed), mean over seeds per rerun method."""
-    from mscl.report.figures import new_figure
+    from mscl.report.figures import fitted_suptitle, new_figure
 
     datasets = datasets_of(longer) if not longer.empty else []
     figure, axes = new_figure(min(FULL_WIDTH_IN, max(COLUMN_WIDTH_IN, 2.6 * max(1, len(datasets)))), 2.4, nrows=1, ncols=max(1, len(datasets)))
@@ -835,7 +837,7 @@ def schedule_figure(convergence: pd.DataFrame, longer: pd.DataFrame):
     axes[0, 0].set_ylabel("val mAP of the ridge readout (%)")
     if datasets:
         axes[0, 0].legend(fontsize=6)
-    figure.suptitle("Schedule check: main schedule (solid) and the longer one (dashed), mean over test seeds", fontsize=8)
+    fitted_suptitle(figure, "Schedule check: main schedule (solid) and the longer one (dashed), mean over test seeds")
     return figure
 
 
@@ -867,7 +869,7 @@ def batch_size_figure(batch: pd.DataFrame, reference: str):
 
 def long_tail_figure(tail_tests: pd.DataFrame):
     """Head and tail macro-F1 gains of Sim-Dissim over each rival, per dataset."""
-    from mscl.report.figures import new_figure
+    from mscl.report.figures import fitted_suptitle, new_figure
 
     frame = tail_tests[tail_tests["metric"] == "macro_f1"] if not tail_tests.empty else tail_tests
     datasets = datasets_of(frame) if not frame.empty else []
@@ -882,7 +884,7 @@ def long_tail_figure(tail_tests: pd.DataFrame):
         ax.set_title(dataset_name(dataset))
     axes[0, 0].set_ylabel("Sim-Dissim macro-F1 gain (points)")
     axes[0, 0].legend(fontsize=6)
-    figure.suptitle("Gain on head vs tail labels (mean over seeds, test)", fontsize=8)
+    fitted_suptitle(figure, "Gain on head vs tail labels (mean over seeds, test)")
     return figure
 
 
@@ -963,19 +965,25 @@ def write_report(
     from mscl.report.figures import save_figure
 
     report = compute_report(data_dir, reference, alpha, margin, previous)
-    frames, tests, tail_tests, generated = report.frames, report.tests, report.tail_tests, report.generated
+    tests, generated = report.tests, report.generated
     for name, text in report.files().items():
         write_text(Path(out_dir) / name, text)
-    figures: dict[str, Callable[[], Any]] = {
-        "claim_differences": lambda: differences_figure(frames["runs"], tests, reference),
-        "claim_convergence": lambda: convergence_figure(frames["convergence"]),
-        "claim_batch_size": lambda: batch_size_figure(frames["batch_size"], reference),
-        "claim_long_tail": lambda: long_tail_figure(tail_tests),
-        "claim_schedule": lambda: schedule_figure(frames["convergence"], frames["schedule_convergence"]),
-    }
+    figures = report_figures(report, reference)
     for name in CLAIM_FIGURE_NAMES:
         save_figure(figures[name](), Path(figures_dir or out_dir) / name)
     return generated, tests
+
+
+def report_figures(report: Report, reference: str) -> dict[str, Callable[[], Any]]:
+    """Each claim figure's name (mscl.layout.CLAIM_FIGURE_NAMES) and how to draw it."""
+    frames = report.frames
+    return {
+        "claim_differences": lambda: differences_figure(frames["runs"], report.tests, reference),
+        "claim_convergence": lambda: convergence_figure(frames["convergence"]),
+        "claim_batch_size": lambda: batch_size_figure(frames["batch_size"], reference),
+        "claim_long_tail": lambda: long_tail_figure(report.tail_tests),
+        "claim_schedule": lambda: schedule_figure(frames["convergence"], frames["schedule_convergence"]),
+    }
 
 
 def main(argv: Sequence[str] | None = None) -> int:

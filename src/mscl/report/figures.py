@@ -119,7 +119,9 @@ def save_figure(figure: Figure, out_prefix: str | Path, data: pd.DataFrame | Non
             if suffix == ".png":
                 tmp.write_bytes(png.getvalue())
             else:
-                figure.savefig(tmp, format="pdf", dpi=PNG_DPI)
+                # No creation date: the same data give the same bytes, so a regenerated figure
+                # shows up in `git status` only when it changed.
+                figure.savefig(tmp, format="pdf", dpi=PNG_DPI, metadata={"CreationDate": None})
     plt.close(figure)
     if data is not None and "caption" in data.attrs:
         title = data.attrs["title"]
@@ -135,6 +137,14 @@ def describe(data: pd.DataFrame, title: str, caption: Sequence[str], notes: Sequ
 def wrapped(text: str, width: int = TICK_WRAP) -> str:
     """`text` broken into lines of at most `width` characters (tick labels, titles)."""
     return "\n".join(textwrap.wrap(text, width=width, break_on_hyphens=False)) or text
+
+
+def fitted_suptitle(figure: Figure, text: str, fontsize: float = 8) -> None:
+    """`text` as the figure's title, wrapped to the figure's width: a one-panel figure is a
+    column wide (3.4 in), too narrow for a one-line title. Width per character: 0.6 em, the
+    widest average of the fonts in use (DejaVu Sans runs about 0.55)."""
+    characters = int(figure.get_figwidth() * 72 / (0.6 * fontsize))  # 72 points an inch
+    figure.suptitle(wrapped(text, characters), fontsize=fontsize)
 
 
 def empty_figure(width_in: float, what: str) -> Figure:
