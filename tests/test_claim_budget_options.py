@@ -64,6 +64,7 @@ def test_budget_options_sum_the_jobs_per_dataset_and_reprice_tuning_seeds_the_sw
         "without the batch-size sweep": whole - 44,
         "with one tuning seed and without the batch-size sweep": whole - (132 + 252) / 2 - 44,
         "without the schedule check": whole - 55,
+        "without the batch-size sweep and the schedule check": whole - 44 - 55,
         "one tuning seed, no batch-size sweep, no schedule check": whole - (132 + 252) / 2 - 44 - 55,
     }
     # each row: core-minutes, CPU minutes / 2 cores, the jobs' wall minutes / 2 cores
