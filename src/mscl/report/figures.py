@@ -714,7 +714,7 @@ def batch_size_figure(runs: pd.DataFrame, batch_size: int | None = None, split: 
     if mixed:
         handles.append(Line2D([], [], linestyle="", marker="o", markerfacecolor="white", color="#444444", label="hollow: one seed (n = 1)"))
     figure.legend(handles=handles, loc="outside lower center", ncols=len(handles))
-    figure.suptitle(wrapped(f"{dataset}, {what.encoder('resnet', ['coco'])}, {split} split", 110), fontsize=8.5)
+    fitted_suptitle(figure, f"{dataset}, {what.encoder('resnet', ['coco'])}, {split} split", fontsize=8.5)
     return figure, describe(data, title, caption, not_run=not_run)
 
 
