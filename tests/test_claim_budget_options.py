@@ -28,14 +28,14 @@ def write_job(results: Path, stage: str, name: str, cpu_s: float, tuning: bool =
     benchmark.write_text(BENCHMARK_HEADER + f"{cpu_s * 3 * MINUTE}\t0:00:01\t100\t1\t1\t1\t0\t0\t50\t999.0\n")
 
 
-def test_budget_options_sum_the_jobs_per_dataset_and_reprice_tuning_seeds_the_sweep_and_the_schedule_check(tmp_path: Path) -> None:
+def test_budget_options_sum_the_jobs_per_dataset_and_reprice_tuning_seeds_the_sweep_and_the_schedules(tmp_path: Path) -> None:
     results = tmp_path / "results"
     config = {"experiments": {
         "yeast": {"datasets": ["yeast"], "encoders": ["mlp"], "batch_sizes": [64]},
         "yeast_batch_size": {"datasets": ["yeast"], "encoders": ["mlp"], "batch_sizes": [32]},
         "fashion_mnist": {"datasets": ["fashion_mnist"], "encoders": ["mlp-pixels"], "batch_sizes": [64]},
         "fashion_mnist_schedule": {"datasets": ["fashion_mnist"], "encoders": ["mlp-pixels-2x"], "batch_sizes": [64]},
-    }}  # fmt: skip
+    }, "encoders": {"mlp-pixels": {"pretrain": {"epochs": 150}}, "mlp-pixels-2x": {"pretrain": {"epochs": 300}}}}  # fmt: skip
     (tmp_path / "claim.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     for seed in (100, 101):  # tuning: yeast 2 x (60 + 6) = 132, Fashion-MNIST 2 x (120 + 6) = 252
         for dataset, encoder, pretrain in (("yeast", "mlp", 60.0), ("fashion_mnist", "mlp-pixels", 120.0)):
@@ -48,16 +48,21 @@ def test_budget_options_sum_the_jobs_per_dataset_and_reprice_tuning_seeds_the_sw
     write_job(results, "probe", "yeast/mlp/simdissim/bs32/seed0", 4.0)
     write_job(results, "pretrain", "fashion_mnist/mlp-pixels-2x/any/bs64/seed0", 50.0)  # the schedule check: 50 + 5 = 55
     write_job(results, "probe", "fashion_mnist/mlp-pixels-2x/any/bs64/seed0", 5.0)
+    # Fashion-MNIST's test runs at the main schedule: ANY 24 + 3 (the schedule check reran it),
+    # supervised BCE 18 + 2 (not rerun: priced at 300 / 150 times its cost), `none` 1 + 1 (untrained)
+    for method, pretrain, probe in (("any", 24.0, 3.0), ("bce", 18.0, 2.0), ("none", 1.0, 1.0)):
+        write_job(results, "pretrain", f"fashion_mnist/mlp-pixels/{method}/bs64/seed0", pretrain)
+        write_job(results, "probe", f"fashion_mnist/mlp-pixels/{method}/bs64/seed0", probe)
     bench = results / "benchmarks" / "preprocess" / "debtags_embed.tsv"
     bench.parent.mkdir(parents=True)
     bench.write_text(BENCHMARK_HEADER + "100\t0:01:40\t1\t1\t1\t1\t0\t0\t50\t3600.0\n")
 
     command = [sys.executable, str(REPO / "tools" / "claim_budget_options.py"), "--results", str(results), "--config", str(tmp_path / "claim.yaml")]
     output = subprocess.run(command, capture_output=True, text=True, check=True).stdout
-    assert "yeast tuning 7920, test 4620; fashion_mnist tuning 15120, test 0; the batch-size sweep (among the test runs) 2640; the schedule check 3300; preprocessing 3600" in output
-    whole = 132 + 77 + 252 + 55 + 60  # CPU minutes
+    assert "yeast tuning 7920, test 4620; fashion_mnist tuning 15120, test 2940; the batch-size sweep (among the test runs) 2640; the schedule check 3300; preprocessing 3600" in output
+    whole = 132 + 77 + 252 + 49 + 55 + 60  # CPU minutes
     preprocessing_wall = 100 / MINUTE  # the embedding's benchmark: 100 s of wall for 3600 s of CPU
-    rows = {line[:56].strip(): line[56:].split() for line in output.splitlines() if line.startswith(("the DAG", "with", "without", "one tuning"))}
+    rows = {line[:56].strip(): line[56:].split() for line in output.splitlines() if line.startswith(("the DAG", "with", "without", "one tuning", "only"))}
     expected = {
         "the DAG as run (2 tuning seeds)": whole,
         "with one tuning seed instead of two": whole - (132 + 252) / 2,
@@ -66,6 +71,7 @@ def test_budget_options_sum_the_jobs_per_dataset_and_reprice_tuning_seeds_the_sw
         "without the schedule check": whole - 55,
         "without the batch-size sweep and the schedule check": whole - 44 - 55,
         "one tuning seed, no batch-size sweep, no schedule check": whole - (132 + 252) / 2 - 44 - 55,
+        "only the longer schedule, no batch-size sweep (estimate)": whole - 44 - 27 + 20 * (300 / 150 - 1),
     }
     # each row: core-minutes, CPU minutes / 2 cores, the jobs' wall minutes / 2 cores
     wall = {name: 3 * (m - 60) + preprocessing_wall for name, m in expected.items()}
