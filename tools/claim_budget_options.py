@@ -83,16 +83,20 @@ def run_cost(logs: Path, tuning: bool, dataset: str, encoder: str, batch: str = 
 
 
 def longer_schedule_only(logs: Path, config: dict, dataset: str, main: str, longer: str) -> Cost:
-    """What the dataset's test runs would gain if the longer schedule were its only one: the
-    main schedule's runs of the methods the longer block reran drop out (the longer runs are
-    already in the DAG's price), and every other trained method of the main block is priced
-    at the epochs' ratio (an estimate). Untrained references cost the same either way."""
+    """How much the dataset's test runs would cost more if the longer schedule were its only
+    one: the main schedule's runs of the methods the longer block reran drop out (the longer
+    runs are in the DAG's price already), and every other trained method of the main block
+    (its batch sizes only, not a sweep's) is priced at the epochs' ratio, an estimate.
+    Untrained references cost the same either way."""
     epochs = {name: config["encoders"][name]["pretrain"]["epochs"] for name in (main, longer)}
+    batches = [f"bs{size}" for size in config["experiments"][dataset]["batch_sizes"]]
     rerun = {path.name for path in (logs / "pretrain" / dataset / longer).iterdir()}
     trained = {path.name for path in (logs / "pretrain" / dataset / main).iterdir()} - set(UNTRAINED_METHODS)
-    dropped = total(run_cost(logs, False, dataset, main, method=method) for method in sorted(rerun))
-    stretched = total(run_cost(logs, False, dataset, main, method=method) for method in sorted(trained - rerun))
-    return stretched * (epochs[longer] / epochs[main] - 1) - dropped
+
+    def cost(methods: set[str]) -> Cost:
+        return total(run_cost(logs, False, dataset, main, batch, method) for method in sorted(methods) for batch in batches)
+
+    return cost(trained - rerun) * (epochs[longer] / epochs[main] - 1) - cost(rerun)
 
 
 def preprocessing_cost(results: Path) -> Cost:
