@@ -49,7 +49,7 @@ def test_budget_options_sum_the_jobs_per_dataset_and_reprice_tuning_seeds_the_sw
     write_job(results, "pretrain", "fashion_mnist/mlp-pixels-2x/any/bs64/seed0", 50.0)  # the schedule check: 50 + 5 = 55
     write_job(results, "probe", "fashion_mnist/mlp-pixels-2x/any/bs64/seed0", 5.0)
     # Fashion-MNIST's test runs at the main schedule: ANY 24 + 3 (the schedule check reran it),
-    # supervised BCE 18 + 2 (not rerun: priced at 300 / 150 times its cost), `none` 1 + 1 (untrained)
+    # supervised BCE 18 + 2 (not rerun: its pretraining priced at 300 / 150 times its cost, its probe as it is), `none` 1 + 1 (untrained)
     for method, pretrain, probe in (("any", 24.0, 3.0), ("bce", 18.0, 2.0), ("none", 1.0, 1.0)):
         write_job(results, "pretrain", f"fashion_mnist/mlp-pixels/{method}/bs64/seed0", pretrain)
         write_job(results, "probe", f"fashion_mnist/mlp-pixels/{method}/bs64/seed0", probe)
@@ -71,7 +71,7 @@ def test_budget_options_sum_the_jobs_per_dataset_and_reprice_tuning_seeds_the_sw
         "without the schedule check": whole - 55,
         "without the batch-size sweep and the schedule check": whole - 44 - 55,
         "one tuning seed, no batch-size sweep, no schedule check": whole - (132 + 252) / 2 - 44 - 55,
-        "only the longer schedule, no batch-size sweep (estimate)": whole - 44 - 27 + 20 * (300 / 150 - 1),
+        "only the longer schedule, no batch-size sweep (estimate)": whole - 44 - 27 + 18 * (300 / 150 - 1),
     }
     # each row: core-minutes, CPU minutes / 2 cores, the jobs' wall minutes / 2 cores
     wall = {name: 3 * (m - 60) + preprocessing_wall for name, m in expected.items()}

@@ -13,10 +13,11 @@ runs), without the batch-size sweep, without the schedule check, and with all th
 
 One more option asks whether the plateau requirement and the budget can hold together: the
 longer schedule as the dataset's only one, without the batch-size sweep. The schedule check's
-runs replace the same methods' runs at the main schedule; the dataset's other trained methods
-(supervised BCE) are priced at the epochs' ratio times their cost at the main schedule, an
-estimate, since they never ran at the longer one. Tuning stays at the main schedule, as in the
-schedule check.
+runs replace the same methods' runs at the main schedule; the pretraining of the dataset's
+other trained methods (supervised BCE) is priced at the epochs' ratio times its cost at the
+main schedule, an estimate, since they never ran at the longer one. Their probe jobs stay as
+they are: a probe's cost does not depend on how long its encoder trained. Tuning stays at the
+main schedule, as in the schedule check.
 
 Two prices per option, in minutes on 2 cores:
 - CPU time / 2 cores, a lower bound: start-up, set-up and scheduling come on top;
@@ -39,6 +40,7 @@ from mscl.report.cost import read_benchmark
 from mscl.tuning import UNTRAINED_METHODS
 
 CORES = 2
+STAGES = ("pretrain", "probe")  # the jobs of one run
 
 
 @dataclass(frozen=True)
@@ -76,27 +78,29 @@ def job_costs(logs: Path, pattern: str) -> Cost:
     return total(Cost.of(usage) for usage in found if usage)
 
 
-def run_cost(logs: Path, tuning: bool, dataset: str, encoder: str, batch: str = "*", method: str = "*") -> Cost:
-    """Seconds of the pretrain and probe jobs of one dataset x encoder (x batch folder, x method)."""
+def run_cost(
+    logs: Path, tuning: bool, dataset: str, encoder: str, batch: str = "*", method: str = "*", stages: Iterable[str] = STAGES
+) -> Cost:
+    """Seconds of the pretrain and probe jobs (or `stages`) of one dataset x encoder (x batch folder, x method)."""
     prefix = "tuning/" if tuning else ""
-    return total(job_costs(logs, f"{prefix}{stage}/{dataset}/{encoder}/{method}/{batch}/**/*.log") for stage in ("pretrain", "probe"))
+    return total(job_costs(logs, f"{prefix}{stage}/{dataset}/{encoder}/{method}/{batch}/**/*.log") for stage in stages)
 
 
 def longer_schedule_only(logs: Path, config: dict, dataset: str, main: str, longer: str) -> Cost:
     """How much the dataset's test runs would cost more if the longer schedule were its only
     one: the main schedule's runs of the methods the longer block reran drop out (the longer
     runs are in the DAG's price already), and every other trained method of the main block
-    (its batch sizes only, not a sweep's) is priced at the epochs' ratio, an estimate.
-    Untrained references cost the same either way."""
+    (its batch sizes only, not a sweep's) has its pretraining priced at the epochs' ratio, an
+    estimate; probes and untrained references cost the same either way."""
     epochs = {name: config["encoders"][name]["pretrain"]["epochs"] for name in (main, longer)}
     batches = [f"bs{size}" for size in config["experiments"][dataset]["batch_sizes"]]
     rerun = {path.name for path in (logs / "pretrain" / dataset / longer).iterdir()}
     trained = {path.name for path in (logs / "pretrain" / dataset / main).iterdir()} - set(UNTRAINED_METHODS)
 
-    def cost(methods: set[str]) -> Cost:
-        return total(run_cost(logs, False, dataset, main, batch, method) for method in sorted(methods) for batch in batches)
+    def cost(methods: set[str], stages: Iterable[str] = STAGES) -> Cost:
+        return total(run_cost(logs, False, dataset, main, batch, method, stages) for method in sorted(methods) for batch in batches)
 
-    return cost(trained - rerun) * (epochs[longer] / epochs[main] - 1) - cost(rerun)
+    return cost(trained - rerun, ["pretrain"]) * (epochs[longer] / epochs[main] - 1) - cost(rerun)
 
 
 def preprocessing_cost(results: Path) -> Cost:
