@@ -21,9 +21,9 @@ def test_claim_dry_run_is_the_documented_grid(tmp_path):
     settings, each on 2 tuning seeds (180 tuning runs), one selection per tuned method (15),
     and the test runs: yeast 10 methods x 10 seeds plus the batch-size sweep (4 losses x 3
     sizes x 5 seeds), Fashion-MNIST 7 methods (no ablation) and debtags 9 methods x 10 seeds,
-    and the schedule check of Amendments 4 and 5 (Fashion-MNIST ALL, ANY, MulSupCon and
-    Sim-Dissim at 300 epochs x 10 seeds, with the selections made for mlp-pixels: no tuning runs
-    of its own).
+    and the schedule checks of Amendments 4-6 (ALL, ANY, MulSupCon and Sim-Dissim at twice the
+    schedule x 10 seeds on each dataset, with the selections made for the main encoder: no
+    tuning runs of their own).
     Fashion-MNIST's canvases become pixel vectors (Amendment 3) and debtags' descriptions
     sentence embeddings, each once."""
     result = subprocess.run(
@@ -35,9 +35,11 @@ def test_claim_dry_run_is_the_documented_grid(tmp_path):
     counts = job_counts(output)
     assert counts["tuning_pretrain"] == counts["tuning_probe"] == 3 * (4 * 6 + 6) * 2
     assert counts["select_setting"] == 3 * 5
-    assert counts["pretrain"] == counts["probe"] == 10 * 10 + 4 * 3 * 5 + 7 * 10 + 9 * 10 + 4 * 10
+    assert counts["pretrain"] == counts["probe"] == 10 * 10 + 4 * 3 * 5 + 7 * 10 + 9 * 10 + 3 * 4 * 10
     assert "results/claim/runs/fashion_mnist/mlp-pixels/simdissim/bs64/seed9/probe/metrics.json" in output
     assert "results/claim/runs/fashion_mnist/mlp-pixels-2x/any/bs64/seed9/probe/metrics.json" in output
+    assert "results/claim/runs/yeast/mlp-2x/mulsupcon/bs64/seed9/probe/metrics.json" in output
+    assert "results/claim/runs/debtags/mlp-minilm-2x/all/bs128/seed0/probe/metrics.json" in output
     assert "data/processed/fashion_mnist_images/stats.json" in output
     for rule in ("prepare_yeast", "prepare_debtags", "embed_debtags", "prepare_fashion_mnist", "pixels_fashion_mnist", "claim_export", "claim_report", "statistics_table"):
         assert counts[rule] == 1, rule
@@ -138,8 +140,8 @@ def test_tiny_yeast_claim_check_end_to_end(tmp_path):
 @pytest.mark.parametrize(
     ("overlay", "tuning", "test_runs"),
     [
-        ("claim_quick.yaml", 3 * 30 * 1, 10 + 4 * 3 + 7 + 9 + 4),  # one tuning seed; one test seed per block
-        ("claim_gpu.yaml", 3 * 30 * 2, 10 * 10 + 4 * 3 * 5 + 7 * 10 + 8 * 10 + 4 * 10),  # debtags on text: no logreg
+        ("claim_quick.yaml", 3 * 30 * 1, 10 + 4 * 3 + 7 + 9 + 3 * 4),  # one tuning seed; one test seed per block
+        ("claim_gpu.yaml", 3 * 30 * 2, 10 * 10 + 4 * 3 * 5 + 7 * 10 + 8 * 10 + 3 * 4 * 10),  # debtags on text: no logreg
     ],
 )
 def test_the_quick_and_gpu_tiers_are_the_claim_grid_with_their_documented_changes(tmp_path, overlay, tuning, test_runs):
