@@ -15,6 +15,7 @@ from sklearn.metrics import average_precision_score
 
 from mscl.__main__ import main as mscl_main
 from mscl.data.manifest import write_dataset
+from mscl.train.labels import LabelMatrix
 from mscl.train.monitor import RIDGE_PENALTY, ridge_readout_map
 
 
@@ -29,7 +30,7 @@ def test_ridge_readout_map_equals_sklearn_ridge_and_average_precision() -> None:
     model = Ridge(alpha=RIDGE_PENALTY * len(train_x)).fit((train_x - mean) / std, train_y)
     scores = model.predict((val_x - mean) / std)
     expected = np.mean([average_precision_score(val_y[:, j], scores[:, j]) for j in range(3)])
-    got = ridge_readout_map(torch.from_numpy(train_x), torch.from_numpy(train_y), torch.from_numpy(val_x), torch.from_numpy(val_y))
+    got = ridge_readout_map(torch.from_numpy(train_x), LabelMatrix.from_dense(train_y), torch.from_numpy(val_x), LabelMatrix.from_dense(val_y))
     assert got == pytest.approx(expected, abs=1e-9)
 
 

@@ -18,6 +18,7 @@ from mscl.metrics import MACRO_F1_CAML
 from mscl.models import LabelWiseLinear, build_encoder
 from mscl.train import probe as probe_module
 from mscl.train.data import load_split
+from mscl.train.labels import LabelMatrix
 from mscl.train.prefix import load_prefix_cache
 from mscl.train.probe import CachedInputs, StreamedLabelVectors, label_vector_bytes, probabilities, train_probe
 from mscl.train.spec import ProbeSpec
@@ -77,7 +78,7 @@ def test_train_probe_on_label_vectors_reads_each_label_from_its_own_vector() -> 
     over labels (h, what the probe read before) mixes the labels up."""
     generator = torch.Generator().manual_seed(0)
     vectors = {name: torch.randn(n, 5, 6, generator=generator) for name, n in (("train", 512), ("val", 128))}
-    targets = {name: (v[:, :, 0] > 0).float() for name, v in vectors.items()}
+    targets = {name: LabelMatrix.from_dense(v[:, :, 0] > 0) for name, v in vectors.items()}
     cfg = ProbeSpec(epochs=8, lr=0.05, batch_size=32)
     layer, _, label_wise, _ = train_probe({k: v.half() for k, v in vectors.items()}, targets, cfg, seed=0, device=torch.device("cpu"), macro_f1=MACRO_F1_CAML)
     assert isinstance(layer[1], LabelWiseLinear) and layer[1].weight.shape == (5, 6) and layer[1].bias.shape == (5,)
@@ -96,7 +97,7 @@ def test_probe_trains_w3_and_b_only_on_the_frozen_encoder(pretrained: tuple[dict
     splits = {name: load_split(notes, name, LABELS, "text") for name, _ in SPLIT_SIZES}
     cached = load_prefix_cache(cache, spec["encoder"], splits)
     inputs = {name: StreamedLabelVectors(encoder, splits[name], cached[name], 5, torch.device("cpu"), "fp32") for name in splits}
-    targets = {name: split.targets for name, split in splits.items()}
+    targets = {name: split.labels for name, split in splits.items()}
     layer, *_ = train_probe(inputs, targets, ProbeSpec(epochs=2, batch_size=8), seed=0, device=torch.device("cpu"), macro_f1=MACRO_F1_CAML)
     assert [name for name, _ in layer.named_parameters()] == ["1.weight", "1.bias"]  # layer[0] standardises
     assert layer[1].weight.shape == (len(LABELS), 64) and layer[1].bias.shape == (len(LABELS),)

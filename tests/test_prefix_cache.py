@@ -19,7 +19,8 @@ from mscl.__main__ import main as mscl_main
 from mscl.data.manifest import write_dataset
 from mscl.errors import InputError
 from mscl.models import build_encoder
-from mscl.train.data import load_split, multi_hot
+from mscl.train.data import load_split
+from mscl.train.labels import LabelMatrix
 from mscl.train.data import make_loader
 from mscl.train.prefix import PrefixDataset, collate_prefix, load_prefix_cache
 
@@ -201,7 +202,7 @@ def test_collate_trims_padding_and_builds_csr_labels() -> None:
     assert batch["attention_mask"].sum(dim=1).tolist() == lengths
     for row, sample in enumerate(samples):
         torch.testing.assert_close(batch["hidden"][row], sample["hidden"][:5])
-    dense, _ = multi_hot([["a", "d"], ["b", "d"], ["c", "d"]], ["a", "b", "c", "d", "e"])
+    dense = LabelMatrix.from_label_lists([["a", "d"], ["b", "d"], ["c", "d"]], ["a", "b", "c", "d", "e"])[0].dense()
     assert batch["labels"].layout == torch.sparse_csr
     torch.testing.assert_close(batch["labels"].to_dense(), dense)
 
@@ -280,7 +281,7 @@ def test_training_batches_from_the_cache_match_the_full_model(cache_file: Path, 
         with torch.no_grad():
             # fp16 storage rounds the states (relative 2^-11): tolerance to match.
             torch.testing.assert_close(encoder(batch), full_h(encoder, tokens), atol=5e-3, rtol=0)
-        torch.testing.assert_close(batch["labels"].to_dense(), splits["train"].targets[start : start + 5])
+        torch.testing.assert_close(batch["labels"].to_dense(), splits["train"].labels.dense(torch.arange(start, min(start + 5, len(splits["train"])))))
 
 
 def test_load_prefix_cache_refuses_another_spec_or_other_samples(cache_file: Path, text_data: Path, tiny_bert: Path) -> None:
@@ -294,11 +295,11 @@ def test_load_prefix_cache_refuses_another_spec_or_other_samples(cache_file: Pat
     assert error.value.field == "encoder.trainable_layers"
 
     val = splits["val"]
-    reordered = type(val)(val.ids[::-1], val.items[::-1], val.targets.flip(0), 0)
+    reordered = type(val)(val.ids[::-1], val.items[::-1], val.labels, 0)  # only the ids and texts matter here
     with pytest.raises(InputError, match="rerun `python -m mscl cache-prefix") as error:
         load_prefix_cache(cache_file, spec_json(tiny_bert), {**splits, "val": reordered})
     assert error.value.field == "splits.val.ids"
-    fewer = type(val)(val.ids[:-1], val.items[:-1], val.targets[:-1], 0)
+    fewer = type(val)(val.ids[:-1], val.items[:-1], val.labels, 0)
     with pytest.raises(InputError):
         load_prefix_cache(cache_file, spec_json(tiny_bert), {"val": fewer})
     with pytest.raises(InputError, match="not found"):

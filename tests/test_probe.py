@@ -19,6 +19,7 @@ from mscl.metrics import MACRO_F1_CAML, MACRO_F1_PER_CLASS, evaluate
 from mscl.models import build_encoder
 from mscl.demo.tiny_models import make_tiny_models
 from mscl.train import probe as probe_module
+from mscl.train.labels import LabelMatrix
 from mscl.train.probe import better, train_probe
 from mscl.train.runtime import save_checkpoint, trainable_state
 from mscl.train.spec import ProbeSpec
@@ -195,12 +196,17 @@ def test_best_epoch_selection_keeps_the_earliest_best_and_never_picks_nan() -> N
     assert not better(0.5, 0.5) and not better(float("nan"), None) and not better(float("nan"), 0.1)
 
 
+def sparse(targets: dict[str, torch.Tensor]) -> dict[str, LabelMatrix]:
+    """Dense test targets in the form the probe takes (a split's labels are never dense)."""
+    return {name: LabelMatrix.from_dense(dense) for name, dense in targets.items()}
+
+
 def test_train_probe_learns_a_linear_rule_and_reports_the_selected_epoch() -> None:
     generator = torch.Generator().manual_seed(0)
     features = {name: torch.randn(n, 8, generator=generator) for name, n in (("train", 256), ("val", 64))}
     targets = {name: (x[:, :3] > 0).float() for name, x in features.items()}  # label j = sign of feature j
     cfg = ProbeSpec(epochs=5, lr=0.05, batch_size=32, standardize=False)  # layer[0] is then the identity
-    layer, best_epoch, val_best, rows = train_probe(features, targets, cfg, seed=0, device=torch.device("cpu"), macro_f1=MACRO_F1_CAML)
+    layer, best_epoch, val_best, rows = train_probe(features, sparse(targets), cfg, seed=0, device=torch.device("cpu"), macro_f1=MACRO_F1_CAML)
     selected = [float(row["val_selected"]) for row in rows]
     assert best_epoch == selected.index(max(selected)) + 1
     assert val_best["micro_f1"] == pytest.approx(max(selected), abs=1e-6) and val_best["micro_f1"] >= 0.9
@@ -219,7 +225,7 @@ def test_standardised_probe_does_not_depend_on_the_feature_scale() -> None:
     shifted = {name: x * 0.01 + 3 for name, x in features.items()}
     cfg = ProbeSpec(epochs=4, lr=0.05, batch_size=32)
     assert cfg.standardize
-    runs = [train_probe(inputs, targets, cfg, seed=0, device=torch.device("cpu"), macro_f1=MACRO_F1_CAML) for inputs in (features, shifted)]
+    runs = [train_probe(inputs, sparse(targets), cfg, seed=0, device=torch.device("cpu"), macro_f1=MACRO_F1_CAML) for inputs in (features, shifted)]
     assert runs[0][1] == runs[1][1] and runs[0][2]["micro_f1"] == pytest.approx(runs[1][2]["micro_f1"])
     assert np.allclose(probabilities(runs[0][0], features["val"]), probabilities(runs[1][0], shifted["val"]), atol=1e-4)
     mean, std = feature_statistics(CachedInputs(features["train"], torch.device("cpu")))
@@ -238,7 +244,7 @@ def test_the_probe_starts_at_the_label_prior() -> None:
 
     targets = torch.tensor([[1, 0, 1, 0], [0, 0, 1, 0], [0, 0, 1, 1], [0, 0, 1, 0]], dtype=torch.float32)
     for layer in (torch.nn.Linear(6, 4), LabelWiseLinear(4, 6)):
-        start_at_label_prior(layer, targets)
+        start_at_label_prior(layer, LabelMatrix.from_dense(targets))
         assert torch.count_nonzero(layer.weight) == 0
         expected = torch.tensor([0.25, PRIOR_CLAMP, 1 - PRIOR_CLAMP, 0.25])
         assert torch.allclose(torch.sigmoid(layer.bias), expected, rtol=1e-4)
@@ -257,7 +263,7 @@ def test_a_short_probe_on_standardised_features_stays_calibrated_to_rare_labels(
         for name, x in features.items()
     }
     cfg = ProbeSpec(epochs=3, lr=1e-3, batch_size=256)  # 15 steps: far too few to move a bias by 3
-    layer, _, _, _ = train_probe(features, targets, cfg, seed=0, device=torch.device("cpu"), macro_f1=MACRO_F1_CAML)
+    layer, _, _, _ = train_probe(features, sparse(targets), cfg, seed=0, device=torch.device("cpu"), macro_f1=MACRO_F1_CAML)
     from mscl.train.probe import probabilities
 
     scores = probabilities(layer.eval(), features["val"])

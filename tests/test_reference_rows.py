@@ -67,7 +67,7 @@ def test_chance_cli_scores_are_train_frequencies_and_metrics_come_from_evaluate(
     prior = np.array([3 / 4, 2 / 4, 1 / 4, 0 / 4])
     ids, y_true, scores, labels = read_test_scores(probe)  # the probe's format, read as collect reads it
     assert labels == VOCABULARY and list(ids) == ["te0", "te1", "te2", "te3"]
-    np.testing.assert_array_equal(y_true, multi_hot(TEST))
+    np.testing.assert_array_equal(y_true.toarray(), multi_hot(TEST))  # collect reads the gold labels sparse
     assert scores.dtype == np.float32 and scores.shape == (4, 4)
     np.testing.assert_allclose(scores, np.tile(prior, (4, 1)), rtol=0, atol=1e-7)
 

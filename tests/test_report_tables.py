@@ -120,6 +120,7 @@ def test_collect_reads_the_run_axes_from_the_spec_not_the_path(run_tree, tmp_pat
 def test_read_test_scores_accepts_npz_and_parquet_with_labels_txt(run_tree, tmp_path):
     paths, _ = run_tree
     ids, y_true, scores, labels = read_test_scores(paths[0].parent)
+    y_true = y_true.toarray()  # gold labels come back sparse (docs/scale.md)
     assert labels == SCORE_LABELS and list(ids) == ["e0", "e1", "e2", "e3"]
     assert y_true[1].tolist() == [1, 1, 0, 0]  # e1 holds a and c; columns are c, a, d, b
     npz_probe, list_probe = tmp_path / "npz_probe", tmp_path / "list_probe"
@@ -132,7 +133,7 @@ def test_read_test_scores_accepts_npz_and_parquet_with_labels_txt(run_tree, tmp_
     for probe in (npz_probe, list_probe):
         ids2, y_true2, scores2, labels2 = read_test_scores(probe)
         assert list(ids2) == list(ids) and labels2 == labels
-        np.testing.assert_array_equal(y_true2, y_true)
+        np.testing.assert_array_equal(y_true2.toarray(), y_true)
         np.testing.assert_allclose(scores2, scores)
     with pytest.raises(InputError, match="no test scores"):
         read_test_scores(tmp_path)

@@ -92,7 +92,7 @@ def test_standardize_uses_train_statistics_and_keeps_constant_features_finite(ta
     mean, std = train.items.double().mean(0), train.items.double().std(0, unbiased=False)
     expected = ((test.items.double() - mean) / std).float()
     assert torch.allclose(standardize(test, train).items, expected, atol=1e-6)
-    constant = standardize(train, train.__class__(train.ids, torch.ones_like(train.items), train.targets, 0))
+    constant = standardize(train, train.__class__(train.ids, torch.ones_like(train.items), train.labels, 0))
     assert torch.isfinite(constant.items).all()
     assert torch.equal(constant.items, train.items - 1)  # scale 1 where the train std is 0
 
@@ -111,7 +111,7 @@ def test_tabular_views_are_masked_copies_and_evaluation_is_unmasked(tabular_data
     zero_share = (draws == 0).float().mean().item()
     assert 0.4 < zero_share < 0.6  # 2,400 independent masks at rate 0.5
     assert torch.equal(TabularDataset(train, views=1)[0]["features"], original)
-    assert torch.equal(item["label_ids"], train.label_ids[0])
+    assert torch.equal(item["label_ids"], train.labels.ids(0))
 
 
 def test_supervised_bce_scores_every_view_against_its_sample_labels() -> None:

@@ -19,7 +19,7 @@ from mscl.data.manifest import write_dataset
 from mscl.models import build_encoder
 from mscl.demo.tiny_models import make_tiny_models
 from mscl.errors import InputError
-from mscl.train.data import multi_hot
+from mscl.train.labels import LabelMatrix
 from mscl.train.pretrain import EXIT_STOPPED, build_model, learning_rate, warmup_steps_for
 from mscl.train.runtime import trainable_state
 from mscl.train.settings import LossSpec, settings_problem
@@ -247,9 +247,14 @@ def test_learning_rate_warms_up_linearly_then_decays_by_cosine_to_zero() -> None
     assert warmup_steps_for(1000, 0.05) == 50 and warmup_steps_for(10, 0.05) == 0
 
 
-def test_multi_hot_ignores_and_counts_labels_outside_the_vocabulary() -> None:
-    targets, ignored = multi_hot([["b"], ["a", "zz", "b"], []], ["a", "b"])
-    assert targets.tolist() == [[0, 1], [1, 1], [0, 0]] and ignored == 1
+def test_label_lists_become_sparse_labels_ignoring_and_counting_names_outside_the_vocabulary() -> None:
+    labels, ignored = LabelMatrix.from_label_lists([["b"], ["a", "zz", "b", "a"], [], ["c", "b"]], ["a", "b", "c"])
+    assert labels.dense().tolist() == [[0, 1, 0], [1, 1, 0], [0, 0, 0], [0, 1, 1]] and ignored == 1
+    assert [labels.ids(row).tolist() for row in range(4)] == [[1], [0, 1], [], [1, 2]]  # ascending, no repeat
+    assert labels.dense(torch.tensor([3, 0, 3])).tolist() == [[0, 1, 1], [0, 1, 0], [0, 1, 1]]
+    assert labels.column_counts().tolist() == [1, 3, 1] and labels.column_block(1, 3).tolist() == [[1, 0], [1, 0], [0, 0], [1, 1]]
+    assert labels.first_columns(2).dense().tolist() == [[0, 1], [1, 1], [0, 0], [0, 1]]
+    assert (labels.to_scipy().toarray() == labels.dense().numpy().astype(bool)).all()
 
 
 # ------------------------------------------------------------------ end to end

@@ -6,12 +6,13 @@ import pytest
 import torch
 
 from mscl.train.data import Split, TabularDataset, TextDataset, make_loader
+from mscl.train.labels import LabelMatrix
 
 
 def test_batches_carry_the_split_targets_as_sparse_csr_labels() -> None:
     targets = torch.tensor([[1, 0, 1, 0], [0, 0, 0, 0], [0, 1, 1, 1], [1, 0, 0, 0], [0, 0, 0, 1]], dtype=torch.float32)
-    split = Split([f"d{i}" for i in range(5)], [f"text {i}" for i in range(5)], targets, ignored_labels=0)
-    assert [ids.tolist() for ids in split.label_ids] == [[0, 2], [], [1, 2, 3], [0], [3]]
+    split = Split([f"d{i}" for i in range(5)], [f"text {i}" for i in range(5)], LabelMatrix.from_dense(targets), ignored_labels=0)
+    assert [split.labels.ids(row).tolist() for row in range(5)] == [[0, 2], [], [1, 2, 3], [0], [3]]
     loader = make_loader(
         TextDataset(split), 2, shuffle=True, drop_last=False, generator=torch.Generator().manual_seed(3),
         num_workers=0, device=torch.device("cpu"),
@@ -48,7 +49,7 @@ def test_tabular_batches_fetched_at_once_equal_those_fetched_sample_by_sample(vi
     generator = torch.Generator().manual_seed(0)
     features = torch.randn(37, 11, generator=generator)
     targets = (torch.rand(37, 5, generator=generator) < 0.3).float()
-    split = Split([f"g{i}" for i in range(37)], features, targets, ignored_labels=0)
+    split = Split([f"g{i}" for i in range(37)], features, LabelMatrix.from_dense(targets), ignored_labels=0)
     dataset = TabularDataset(split, views=views, mask_rate=0.5)
     epochs = {}
     for name, source in (("batched", dataset), ("per sample", OneSampleAtATime(dataset))):

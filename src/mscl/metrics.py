@@ -1,7 +1,9 @@
 """The paper's evaluation metrics, with every convention written down.
 
-Inputs everywhere: ``y_true`` a {0,1} (or bool) array [N examples, L labels] and ``scores``
-probabilities in [0, 1] of the same shape. A label is predicted when ``score > threshold``
+Inputs everywhere: ``y_true`` a {0,1} (or bool) array [N examples, L labels], dense or a
+``scipy.sparse`` matrix (what the pipeline passes: a split's labels are never dense,
+`mscl.train.labels`), and ``scores`` probabilities in [0, 1] of the same shape. Sparse labels
+are made dense a chunk of rows or columns at a time, so both forms give the same numbers. A label is predicted when ``score > threshold``
 (strictly greater: CAML rounds with ``np.round``, which sends exactly 0.5 to 0). The F1
 threshold is 0.5 unless the caller passes one tuned on dev data (``tune_threshold``); this
 module never looks at test data to pick a threshold.
@@ -31,9 +33,10 @@ bound memory.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Sequence
+from typing import Iterator, Sequence
 
 import numpy as np
+from scipy import sparse
 
 from mscl.errors import InputError
 
@@ -110,8 +113,14 @@ def macro_f1_key(definition: str) -> str:
 # --------------------------------------------------------------------------- validation
 
 
-def _as_label_matrix(y_true: np.ndarray) -> np.ndarray:
-    """Return ``y_true`` as a 2-D bool matrix; ValueError unless it is 2-D, non-empty and {0,1}."""
+Labels = np.ndarray | sparse.csr_array  # a validated label matrix: dense bool, or canonical bool CSR
+
+
+def _as_label_matrix(y_true: np.ndarray) -> np.ndarray | sparse.csr_array:
+    """Return ``y_true`` as a 2-D bool matrix (a scipy.sparse input as a bool CSR array with
+    sorted, unique indices); ValueError unless it is 2-D, non-empty and {0,1}."""
+    if sparse.issparse(y_true):
+        return _as_sparse_label_matrix(y_true)
     labels = np.asarray(y_true)
     if labels.ndim != 2:
         raise ValueError(f"y_true must be a 2-D array [examples, labels], got shape {labels.shape}")
@@ -125,6 +134,46 @@ def _as_label_matrix(y_true: np.ndarray) -> np.ndarray:
         bad = labels[(labels != 0) & (labels != 1)].flat[0]
         raise ValueError(f"y_true must be binary (0/1); found the value {bad!r}")
     return labels != 0
+
+
+def _as_sparse_label_matrix(y_true) -> sparse.csr_array:
+    labels = sparse.csr_array(y_true)
+    if labels.shape[0] == 0 or labels.shape[1] == 0:
+        raise ValueError(f"y_true is empty (shape {labels.shape}); need at least one example and one label")
+    if labels.dtype != np.bool_ and not np.issubdtype(labels.dtype, np.number):
+        raise ValueError(f"y_true must be numeric or bool with values in {{0, 1}}, got dtype {labels.dtype}")
+    labels.sum_duplicates()  # also sorts the indices
+    labels.eliminate_zeros()
+    if labels.dtype != np.bool_ and not np.all(labels.data == 1):
+        raise ValueError(f"y_true must be binary (0/1); found the value {labels.data[labels.data != 1][0]!r}")
+    return sparse.csr_array((np.ones(labels.nnz, dtype=bool), labels.indices, labels.indptr), shape=labels.shape)
+
+
+def _label_rows(labels: Labels, start: int, stop: int) -> np.ndarray:
+    """Rows start..stop-1 of a validated label matrix as a dense bool array."""
+    return labels[start:stop].toarray() if sparse.issparse(labels) else labels[start:stop]
+
+
+def _positives_per_label(labels: Labels) -> np.ndarray:
+    """How many examples carry each label, int64 [L]."""
+    if sparse.issparse(labels):
+        return np.bincount(labels.indices, minlength=labels.shape[1]).astype(np.int64)
+    return np.count_nonzero(labels, axis=0).astype(np.int64)
+
+
+def _positive_scores(labels: Labels, scores: np.ndarray) -> np.ndarray:
+    """The scores of every positive cell (in no particular order)."""
+    if sparse.issparse(labels):
+        rows = np.repeat(np.arange(labels.shape[0]), np.diff(labels.indptr))
+        return scores[rows, labels.indices]
+    return scores[labels]
+
+
+def _row_chunks(labels: Labels) -> Iterator[tuple[int, int]]:
+    """(start, stop) of consecutive row chunks of about _CELLS_PER_CHUNK cells."""
+    num_examples, num_labels = labels.shape
+    chunk = max(1, _CELLS_PER_CHUNK // num_labels)
+    return ((start, min(start + chunk, num_examples)) for start in range(0, num_examples, chunk))
 
 
 def _as_score_matrix(scores: np.ndarray, expected_shape: tuple[int, ...]) -> np.ndarray:
@@ -188,12 +237,15 @@ def _harmonic_mean(precision: float, recall: float) -> float:
     return float(_safe_ratio(2.0 * precision * recall, precision + recall))
 
 
-def _confusion_counts(labels: np.ndarray, predicted: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per-label (tp, fp, fn) counts as int64 arrays of length L."""
-    true_positives = np.count_nonzero(labels & predicted, axis=0)
-    false_positives = np.count_nonzero(predicted, axis=0) - true_positives
-    false_negatives = np.count_nonzero(labels, axis=0) - true_positives
-    return true_positives, false_positives, false_negatives
+def _confusion_counts(labels: Labels, scores: np.ndarray, threshold: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per-label (tp, fp, fn) counts of ``score > threshold`` as int64 arrays of length L, in row chunks."""
+    true_positives = np.zeros(labels.shape[1], dtype=np.int64)
+    predicted_positives = np.zeros(labels.shape[1], dtype=np.int64)
+    for start, stop in _row_chunks(labels):
+        predicted = scores[start:stop] > threshold
+        true_positives += np.count_nonzero(_label_rows(labels, start, stop) & predicted, axis=0)
+        predicted_positives += np.count_nonzero(predicted, axis=0)
+    return true_positives, predicted_positives - true_positives, _positives_per_label(labels) - true_positives
 
 
 def _counts_at_threshold(
@@ -201,7 +253,7 @@ def _counts_at_threshold(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Validate inputs and return per-label (tp, fp, fn) for ``score > threshold``."""
     labels, values = _validated(y_true, scores)
-    return _confusion_counts(labels, values > _validated_threshold(threshold))
+    return _confusion_counts(labels, values, _validated_threshold(threshold))
 
 
 def _per_label_f1_from_counts(tp: np.ndarray, fp: np.ndarray, fn: np.ndarray) -> np.ndarray:
@@ -343,20 +395,20 @@ def _rank_metrics_of_rows(label_rows: np.ndarray, score_rows: np.ndarray) -> tup
     return auc, average_precision
 
 
-def _per_label_rank_metrics(labels: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _per_label_rank_metrics(labels: Labels, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per-label (AUC, AP) arrays for validated inputs; labels without a positive are NaN."""
     num_examples, num_labels = labels.shape
     auc = np.full(num_labels, np.nan)
     average_precision = np.full(num_labels, np.nan)
     # Columns without a positive are NaN in both metrics: skip their sort entirely.
-    columns = np.flatnonzero(labels.any(axis=0))
+    columns = np.flatnonzero(_positives_per_label(labels))
+    by_column = labels.T.tocsr() if sparse.issparse(labels) else None  # each label's examples, one row per label
     chunk = max(1, _CELLS_PER_CHUNK // num_examples)
     for start in range(0, columns.size, chunk):
         selected = columns[start : start + chunk]
         # Transposed copies make each label a contiguous row for the sort.
-        chunk_auc, chunk_ap = _rank_metrics_of_rows(
-            np.ascontiguousarray(labels[:, selected].T), np.ascontiguousarray(scores[:, selected].T)
-        )
+        label_rows = by_column[selected].toarray() if by_column is not None else np.ascontiguousarray(labels[:, selected].T)
+        chunk_auc, chunk_ap = _rank_metrics_of_rows(label_rows, np.ascontiguousarray(scores[:, selected].T))
         auc[selected] = chunk_auc
         average_precision[selected] = chunk_ap
     return auc, average_precision
@@ -372,20 +424,19 @@ def per_label_auc_and_ap(y_true: np.ndarray, scores: np.ndarray) -> tuple[np.nda
     return _per_label_rank_metrics(*_validated(y_true, scores))
 
 
-def _micro_auc(labels: np.ndarray, scores: np.ndarray) -> float:
+def _micro_auc(labels: Labels, scores: np.ndarray) -> float:
     """ROC AUC over the flattened matrix (ties count 1/2); NaN without a positive or a negative.
 
     Counts, for each positive score, the negatives strictly below and equal to it with binary
     searches in the sorted scores, which needs one sort of the values and no argsort.
     """
-    flat_labels = labels.ravel()
-    flat_scores = scores.ravel()
-    num_positives = int(np.count_nonzero(flat_labels))
-    num_negatives = flat_labels.size - num_positives
+    positive_scores = _positive_scores(labels, scores)
+    num_positives = positive_scores.size
+    num_negatives = scores.size - num_positives
     if num_positives == 0 or num_negatives == 0:
         return float("nan")
-    all_sorted = np.sort(flat_scores)
-    positive_sorted = np.sort(flat_scores[flat_labels])
+    all_sorted = np.sort(scores, axis=None)
+    positive_sorted = np.sort(positive_scores)
     all_below = np.searchsorted(all_sorted, positive_sorted, side="left")
     all_up_to = np.searchsorted(all_sorted, positive_sorted, side="right")
     positives_below = np.searchsorted(positive_sorted, positive_sorted, side="left")
@@ -407,7 +458,7 @@ def _gold_in_top_k(labels: np.ndarray, scores: np.ndarray, k: int) -> np.ndarray
     return np.count_nonzero(chosen & labels, axis=1)
 
 
-def _precision_at_k(labels: np.ndarray, scores: np.ndarray, k: int) -> float:
+def _precision_at_k(labels: Labels, scores: np.ndarray, k: int) -> float:
     """Mean over examples of (gold labels in the top-k scores) / k, in row chunks.
 
     When k exceeds the number of labels every label is taken and the denominator is the
@@ -415,10 +466,9 @@ def _precision_at_k(labels: np.ndarray, scores: np.ndarray, k: int) -> float:
     """
     num_examples, num_labels = labels.shape
     taken = min(k, num_labels)
-    chunk = max(1, _CELLS_PER_CHUNK // num_labels)
     hits = sum(
-        int(_gold_in_top_k(labels[start : start + chunk], scores[start : start + chunk], taken).sum())
-        for start in range(0, num_examples, chunk)
+        int(_gold_in_top_k(_label_rows(labels, start, stop), scores[start:stop], taken).sum())
+        for start, stop in _row_chunks(labels)
     )
     return hits / (taken * num_examples)
 
@@ -469,7 +519,7 @@ def evaluate(
     num_examples, num_labels = labels.shape
 
     results: dict[str, float | int] = dict(
-        _micro_and_macro_from_counts(*_confusion_counts(labels, values > cutoff), macro_f1_definition)
+        _micro_and_macro_from_counts(*_confusion_counts(labels, values, cutoff), macro_f1_definition)
     )
     results["micro_auc"] = _micro_auc(labels, values)
     per_label_auc, per_label_ap = _per_label_rank_metrics(labels, values)
@@ -483,7 +533,7 @@ def evaluate(
     return results
 
 
-def _micro_f1_per_threshold(labels: np.ndarray, scores: np.ndarray, grid: np.ndarray) -> np.ndarray:
+def _micro_f1_per_threshold(labels: Labels, scores: np.ndarray, grid: np.ndarray) -> np.ndarray:
     """Micro-F1 at ``score > t`` for every t of the ascending ``grid``, from one pass in row chunks.
 
     Each score is binned by how many grid values lie strictly below it; a suffix sum of the
@@ -491,15 +541,14 @@ def _micro_f1_per_threshold(labels: np.ndarray, scores: np.ndarray, grid: np.nda
     """
     predicted = np.zeros(grid.size + 1, dtype=np.int64)
     true_positives = np.zeros(grid.size + 1, dtype=np.int64)
-    chunk = max(1, _CELLS_PER_CHUNK // labels.shape[1])
-    for start in range(0, labels.shape[0], chunk):
-        bins = np.searchsorted(grid, scores[start : start + chunk], side="left")
+    for start, stop in _row_chunks(labels):
+        bins = np.searchsorted(grid, scores[start:stop], side="left")
         predicted += np.bincount(bins.ravel(), minlength=grid.size + 1)
-        true_positives += np.bincount(bins[labels[start : start + chunk]], minlength=grid.size + 1)
+        true_positives += np.bincount(bins[_label_rows(labels, start, stop)], minlength=grid.size + 1)
     # A score in bin b exceeds grid[0..b-1]: predicted at threshold g iff b > g.
     predicted_at = np.cumsum(predicted[::-1])[::-1][1:]
     true_positives_at = np.cumsum(true_positives[::-1])[::-1][1:]
-    num_gold = int(np.count_nonzero(labels))
+    num_gold = int(_positives_per_label(labels).sum())
     return _safe_ratio(2 * true_positives_at, predicted_at + num_gold)
 
 

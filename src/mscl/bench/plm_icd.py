@@ -144,6 +144,7 @@ def probe_rows(data: Path, workdir: Path) -> list[tuple[str, str]]:
     from mscl.train.data import load_split
     from mscl.train.prefix import cache_prefix, load_prefix_cache
     from mscl.train.features import extract_features
+    from mscl.metrics import MACRO_F1_CAML
     from mscl.train.probe import StreamedLabelVectors, train_probe
     from mscl.train.runtime import save_checkpoint
     from mscl.train.spec import ProbeSpec, RunSpec
@@ -162,19 +163,19 @@ def probe_rows(data: Path, workdir: Path) -> list[tuple[str, str]]:
         run = RunSpec.from_mapping({"dataset": "bench", "encoder_name": "plm", "encoder": spec_encoder, "loss": "simdissim", "batch_size": BATCH})
         for width in (50, len(vocabulary)):
             # The first `width` label columns: the label count is what the cost depends on.
-            local = {name: dataclasses.replace(split, targets=split.targets[:, :width]) for name, split in splits.items()}
-            targets = {name: split.targets for name, split in local.items()}
+            local = {name: dataclasses.replace(split, labels=split.labels.first_columns(width)) for name, split in splits.items()}
+            labels = {name: split.labels for name, split in local.items()}
             torch.manual_seed(0)
             encoder = build_encoder(spec_encoder, width).eval().requires_grad_(False)
             started = time.perf_counter()
             features = {name: extract_features(encoder, local[name], run, cpu, "fp32", name, cached[name], label_wise=True) for name in local}
             extract_seconds = time.perf_counter() - started
             started = time.perf_counter()
-            train_probe(features, targets, ProbeSpec(epochs=PROBE_EPOCHS), 0, cpu)
+            train_probe(features, labels, ProbeSpec(epochs=PROBE_EPOCHS), 0, cpu, MACRO_F1_CAML)
             fit_seconds = time.perf_counter() - started
             streamed = {name: StreamedLabelVectors(encoder, local[name], cached[name], BATCH, cpu, "fp32") for name in local}
             started = time.perf_counter()
-            train_probe(streamed, targets, ProbeSpec(epochs=1), 0, cpu)
+            train_probe(streamed, labels, ProbeSpec(epochs=1), 0, cpu, MACRO_F1_CAML)
             stream_seconds = time.perf_counter() - started
             size = sum(feature.numel() for feature in features.values()) * 2 / 2**20
             rows.append(
@@ -204,7 +205,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if "cache" not in args.skip:
             rows += cache_prefix_rows(train.items[: args.docs], len(vocabulary))
         if "pretrain" not in args.skip:
-            rows += pretrain_rows(train.items, train.label_ids, len(vocabulary), args.steps)
+            rows += pretrain_rows(train.items, [train.labels.ids(row) for row in range(len(train))], len(vocabulary), args.steps)
         if "probe" not in args.skip:
             scratch = Path(tempfile.mkdtemp(prefix="mscl-bench-plm-icd-cache-"))
             try:

@@ -391,3 +391,19 @@ def read_stats(data_dir: str | Path) -> dict[str, Any]:
     if not isinstance(stats, dict):
         raise InputError(path, "top level is not a JSON object", rebuild_fix(data_dir))
     return stats
+
+
+def label_id_lists(label_lists: Sequence[Sequence[str]], vocabulary: Sequence[str]) -> tuple[np.ndarray, np.ndarray, int]:
+    """Samples' label names as CSR label ids over `vocabulary`: (indptr int64 [N + 1], indices
+    int64, each row ascending and without repeats; how many occurrences were not in the
+    vocabulary). The sparse form every stage keeps labels in (mscl.train.labels, docs/scale.md)."""
+    column = {label: index for index, label in enumerate(vocabulary)}
+    indices: list[int] = []
+    indptr = np.zeros(len(label_lists) + 1, dtype=np.int64)
+    ignored = 0
+    for row, labels in enumerate(label_lists):
+        found = sorted({column[label] for label in labels if label in column})
+        ignored += sum(label not in column for label in labels)
+        indices.extend(found)
+        indptr[row + 1] = len(indices)
+    return indptr, np.asarray(indices, dtype=np.int64), ignored

@@ -50,19 +50,21 @@ SELECT_METRIC = "micro_f1"  # nothing is selected (no epochs); recorded as the p
 
 
 def read_label_split(data_dir: Path, split: str, vocabulary: Sequence[str]):
-    """A `mscl.train.data.Split` of the ids and multi-hot targets only (no content column read)."""
-    from mscl.train.data import Split, multi_hot
+    """A `mscl.train.data.Split` of the ids and (sparse) labels only (no content column read)."""
+    from mscl.train.data import Split
+    from mscl.train.labels import LabelMatrix
 
     frame = read_split(data_dir, split, columns=["id", "labels"])
-    targets, ignored = multi_hot(frame["labels"].tolist(), vocabulary)
-    if len(targets) == 0:
+    labels, ignored = LabelMatrix.from_label_lists(frame["labels"].tolist(), vocabulary)
+    if len(labels) == 0:
         raise InputError(data_dir / f"{split}.parquet", f"split {split!r} is empty", "re-run the preprocessing rule for this dataset", field=split)
-    return Split(frame["id"].astype(str).tolist(), [], targets, ignored)
+    return Split(frame["id"].astype(str).tolist(), [], labels, ignored)
 
 
-def label_prior(train_targets: np.ndarray) -> np.ndarray:
-    """Each label's train frequency: the fraction of train samples carrying it, float64 [L]."""
-    return np.asarray(train_targets, dtype=np.float64).mean(axis=0)
+def label_prior(train_labels) -> np.ndarray:
+    """Each label's train frequency: the fraction of train samples carrying it, float64 [L],
+    from a `mscl.train.labels.LabelMatrix` (exact counts, then one division)."""
+    return train_labels.column_counts().numpy().astype(np.float64) / len(train_labels)
 
 
 def prior_scores(prior: np.ndarray, num_samples: int) -> np.ndarray:
@@ -78,9 +80,9 @@ def chance_metrics(data_dir: Path, dataset: str | None = None) -> tuple[dict[str
     macro_f1 = macro_f1_definition(setting, None if dataset else data_dir)
     vocabulary = read_labels(data_dir)
     splits = {name: read_label_split(data_dir, name, vocabulary) for name in SPLITS}
-    prior = label_prior(splits["train"].targets.numpy())
+    prior = label_prior(splits["train"].labels)
     scores = {name: prior_scores(prior, len(splits[name])) for name in ("val", "test")}
-    results = {split: evaluate(splits[split].targets.numpy(), scores[split], macro_f1_definition=macro_f1) for split in ("val", "test")}
+    results = {split: evaluate(splits[split].labels.to_scipy(), scores[split], macro_f1_definition=macro_f1) for split in ("val", "test")}
     document = {
         "test": json_safe(results["test"]),
         "val_best": json_safe(results["val"]),

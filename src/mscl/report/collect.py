@@ -46,8 +46,10 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
+from scipy import sparse
 
 from mscl import cli
+from mscl.data.manifest import label_id_lists
 from mscl.errors import InputError
 from mscl.io import atomic_path, read_json
 from mscl.metrics import DEFAULT_THRESHOLD, MACRO_F1_CAML, MACRO_F1_DEFINITIONS, bucket_macro_f1, macro_f1_definition, macro_f1_key, macro_f1_variants
@@ -111,8 +113,9 @@ def numeric_metrics(section: Mapping[str, Any]) -> dict[str, float]:
     return {key: math.nan if value is None else float(value) for key, value in section.items() if value is None or _is_number(value)}
 
 
-def read_test_scores(probe_dir: str | Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str]]:
-    """(ids, y_true [N, L] uint8, scores [N, L] float32, label names) of a probe's test predictions.
+def read_test_scores(probe_dir: str | Path) -> tuple[np.ndarray, sparse.csr_array, np.ndarray, list[str]]:
+    """(ids, y_true [N, L] as a bool scipy.sparse CSR array, scores [N, L] float32, label names)
+    of a probe's test predictions: only the scores are dense (docs/scale.md).
 
     Reads `test_scores.parquet` as `mscl.train.probe` writes it (columns id, labels = gold label
     names, scores = one probability per vocabulary label; vocabulary in the schema metadata
@@ -124,14 +127,12 @@ def read_test_scores(probe_dir: str | Path) -> tuple[np.ndarray, np.ndarray, np.
     if parquet_path.exists():
         table = pq.read_table(parquet_path)
         vocabulary = _parquet_vocabulary(parquet_path, table.schema.metadata or {})
-        index = {name: column for column, name in enumerate(vocabulary)}
-        y_true = np.zeros((table.num_rows, len(vocabulary)), dtype=np.uint8)
-        for row, gold in enumerate(table.column("labels").to_pylist()):
-            y_true[row, [index[name] for name in gold if name in index]] = 1
+        indptr, indices, _ = label_id_lists(table.column("labels").to_pylist(), vocabulary)
         flat = table.column("scores").combine_chunks().flatten().to_numpy(zero_copy_only=False)
         if flat.size != table.num_rows * len(vocabulary):
             raise InputError(parquet_path, f"scores hold {flat.size} values for {table.num_rows} rows x {len(vocabulary)} labels", "re-run the probe job", field="scores")
-        scores = flat.astype(np.float32).reshape(table.num_rows, len(vocabulary))
+        scores = flat.astype(np.float32, copy=False).reshape(table.num_rows, len(vocabulary))
+        y_true = sparse.csr_array((np.ones(len(indices), dtype=bool), indices, indptr), shape=scores.shape)
         return np.asarray(table.column("id").to_pylist(), dtype=str), y_true, scores, vocabulary
     if npz_path.exists():
         with np.load(npz_path, allow_pickle=False) as arrays:
@@ -140,7 +141,7 @@ def read_test_scores(probe_dir: str | Path) -> tuple[np.ndarray, np.ndarray, np.
                 raise InputError(npz_path, f"array {missing[0]!r} is missing", "re-run the probe job", field=missing[0])
             return (
                 arrays["ids"].astype(str),
-                arrays["y_true"].astype(np.uint8),
+                sparse.csr_array(arrays["y_true"].astype(bool)),
                 arrays["scores"].astype(np.float32),
                 [str(name) for name in arrays["labels"]],
             )

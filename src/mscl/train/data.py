@@ -7,7 +7,8 @@ the standardised features); text batches are `{"text": [B strings]}`: the traini
 tokenises once and gets its two views from two dropout-noised encoder passes. Every batch also
 has `labels`: a [B, L] sparse CSR multi-hot matrix built from the samples' label ids (`mscl.losses.csr_labels`),
 the form the losses read cheapest (B*K indices instead of a dense B x L matrix: 52 MB at
-B = 512, L = 25,230 in float32; docs/losses.md).
+B = 512, L = 25,230 in float32; docs/losses.md). A split holds its labels sparse too
+(`mscl.train.labels.LabelMatrix`).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from torch.utils.data import DataLoader, Dataset
 from mscl.data.manifest import read_split, read_stats, rebuild_fix
 from mscl.errors import InputError
 from mscl.train.augment import eval_crop, train_crop
+from mscl.train.labels import LabelMatrix
 
 # token_dropout views hide this fraction of each text's tokens (besides dropout noise).
 TOKEN_DROP_RATE = 0.1
@@ -39,36 +41,15 @@ class Split:
 
     ids: list[str]
     items: list[str] | Tensor  # texts, absolute image paths, or float32 features [N, F]
-    targets: Tensor  # [N, L] float32 multi-hot over the vocabulary
+    labels: LabelMatrix  # [N, L] multi-hot over the vocabulary, sparse (mscl.train.labels)
     ignored_labels: int  # label occurrences outside the vocabulary (dropped, counted)
+
     def __len__(self) -> int:
         return len(self.ids)
 
     @property
     def num_labels(self) -> int:
-        return self.targets.shape[1]
-
-    @functools.cached_property
-    def label_ids(self) -> list[Tensor]:
-        """Each sample's label ids (columns of `targets`), what a training batch carries;
-        computed on first use, so splits that only feed the probe never pay for it."""
-        rows, columns = self.targets.nonzero(as_tuple=True)
-        return list(columns.split(torch.bincount(rows, minlength=len(self.targets)).tolist()))
-
-
-def multi_hot(label_lists: Sequence[Sequence[str]], vocabulary: Sequence[str]) -> tuple[Tensor, int]:
-    """[N, L] float32 multi-hot targets, and how many label occurrences were not in `vocabulary`."""
-    column = {label: index for index, label in enumerate(vocabulary)}
-    targets = torch.zeros(len(label_lists), len(vocabulary), dtype=torch.float32)
-    ignored = 0
-    for row, labels in enumerate(label_lists):
-        for label in labels:
-            index = column.get(label)
-            if index is None:
-                ignored += 1
-            else:
-                targets[row, index] = 1.0
-    return targets, ignored
+        return self.labels.num_labels
 
 
 # modality -> the manifest column its encoder reads.
@@ -104,11 +85,11 @@ def load_split(data_dir: str | Path, split: str, vocabulary: Sequence[str], moda
     else:
         root = Path(stats.get("root", "."))
         items = [str(root / path) for path in frame["path"]]
-    targets, ignored = multi_hot(frame["labels"].tolist(), vocabulary)
+    labels, ignored = LabelMatrix.from_label_lists(frame["labels"].tolist(), vocabulary)
     check_vocabulary(data_dir, split, stats, len(vocabulary), ignored)
-    if not targets.any():
+    if not labels.any():
         raise InputError(path, f"no sample of split {split!r} has a label of labels.txt", rebuild_fix(data_dir), field="labels")
-    return Split(frame["id"].astype(str).tolist(), items, targets, ignored)
+    return Split(frame["id"].astype(str).tolist(), items, labels, ignored)
 
 
 def check_vocabulary(data_dir: str | Path, split: str, stats: dict, num_labels: int, ignored: int) -> None:
@@ -166,7 +147,7 @@ class ImageDataset(Dataset):
             images = eval_crop(image, self.image_size)
         else:
             images = torch.stack([train_crop(image, self.image_size, self.crop_scale_min) for _ in range(self.views)])
-        return {"images": images, "label_ids": self.split.label_ids[index]}
+        return {"images": images, "label_ids": self.split.labels.ids(index)}
 
 
 class TextDataset(Dataset):
@@ -179,7 +160,7 @@ class TextDataset(Dataset):
         return len(self.split)
 
     def __getitem__(self, index: int) -> dict[str, Any]:
-        return {"text": self.split.items[index], "label_ids": self.split.label_ids[index]}
+        return {"text": self.split.items[index], "label_ids": self.split.labels.ids(index)}
 
 
 class TabularDataset(Dataset):
@@ -208,8 +189,8 @@ class TabularDataset(Dataset):
         if self.views > 1:
             keep = torch.rand(len(indices), self.views, features.shape[1]) >= self.mask_rate
             features = features.unsqueeze(1) * keep
-        label_ids = self.split.label_ids
-        return [{"features": row, "label_ids": label_ids[index]} for row, index in zip(features, indices)]
+        labels = self.split.labels
+        return [{"features": row, "label_ids": labels.ids(index)} for row, index in zip(features, indices)]
 
 
 def pretrain_dataset(split: Split, modality: str, image_size: int, crop_scale_min: float, feature_mask_rate: float) -> Dataset:

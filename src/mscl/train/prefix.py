@@ -42,7 +42,7 @@ API for training code (pretrain / probe wiring `--prefix-cache FILE`):
         float16 in memory (half the size); items are cast to float32 one by one.
     PrefixDataset(split, cached)   # cached = load_prefix_cache(...)[name]
         Items {"hidden": float32 [T_i, H], "attention_mask": int64 ones [T_i],
-               "label_ids": split.label_ids[i]}; T_i is the sample's own token count.
+               "label_ids": split.labels.ids(i)}; T_i is the sample's own token count.
     collate_prefix(samples, num_labels) -> {"hidden": float32 [B, T, H],
                                             "attention_mask": int64 [B, T],
                                             "labels": sparse CSR [B, L]}
@@ -235,7 +235,7 @@ class PrefixDataset(Dataset):
         return {
             "hidden": self.hidden[start:stop].float(),
             "attention_mask": torch.ones(stop - start, dtype=torch.long),
-            "label_ids": self.split.label_ids[index],
+            "label_ids": self.split.labels.ids(index),
         }
 
 

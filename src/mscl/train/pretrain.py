@@ -450,7 +450,7 @@ class ReadoutMonitor:
                 for name, split in self.splits.items()
             }
             encoder.train()
-        return ridge_readout_map(features["train"], self.splits["train"].targets, features["val"], self.splits["val"].targets)
+        return ridge_readout_map(features["train"], self.splits["train"].labels, features["val"], self.splits["val"].labels)
 
 
 def save_initial_encoder(spec: RunSpec, num_labels: int, out: Path, device: torch.device, precision: str) -> int:

@@ -62,6 +62,7 @@ from mscl.io import atomic_path, write_json, write_text
 from mscl.metrics import evaluate, macro_f1_definition
 from mscl.train.data import Split
 from mscl.train.features import extract_features
+from mscl.train.labels import LabelMatrix
 from mscl.train.pretrain import encoder_from_spec, load_run_splits
 from mscl.train.runtime import (
     autocast,
@@ -282,7 +283,7 @@ def probe_layer(inputs: ProbeInputs, num_labels: int) -> nn.Module:
 
 
 @torch.no_grad()
-def start_at_label_prior(layer: nn.Module, train_targets: Tensor) -> None:
+def start_at_label_prior(layer: nn.Module, train_labels: LabelMatrix) -> None:
     """Zero weights and bias_l = logit(train prevalence of label l): the probe starts as the
     label prior, calibrated, and the convex BCE problem has the same optimum from any start.
 
@@ -293,14 +294,15 @@ def start_at_label_prior(layer: nn.Module, train_targets: Tensor) -> None:
     at the 0.5 threshold was still climbing at epoch 100 (0.576) while val mAP had peaked at
     epoch ~15, and its test micro-F1 fell from 0.643 (raw features) to 0.577 (docs/training.md).
     """
-    prevalence = train_targets.float().mean(0).clamp(PRIOR_CLAMP, 1 - PRIOR_CLAMP)
+    # count / N in float32 is the float32 mean of the 0/1 column (the counts are exact integers).
+    prevalence = (train_labels.column_counts().float() / len(train_labels)).clamp(PRIOR_CLAMP, 1 - PRIOR_CLAMP)
     layer.weight.zero_()
     layer.bias.copy_(torch.logit(prevalence).to(layer.bias.dtype))
 
 
 def train_probe(
     features: Mapping[str, Tensor | ProbeInputs],
-    targets: dict[str, Tensor],
+    labels: Mapping[str, LabelMatrix],
     cfg: ProbeSpec,
     seed: int,
     device: torch.device,
@@ -315,10 +317,11 @@ def train_probe(
     torch.manual_seed(seed)
     order_generator = torch.Generator().manual_seed(seed)
     train, val = as_inputs(features["train"], device), as_inputs(features["val"], device)
-    train_y, val_y = targets["train"].to(device), targets["val"].numpy()
+    # The train labels go to the device as CSR; each batch's rows are made dense there.
+    train_y, val_y = labels["train"].to(device), labels["val"].to_scipy()
     # layer[0] standardises the features (or passes them through), layer[1] is the linear probe.
     standardize = Standardize(*feature_statistics(train)) if cfg.standardize else nn.Identity()
-    linear = probe_layer(train, train_y.shape[1]).to(device)
+    linear = probe_layer(train, train_y.num_labels).to(device)
     start_at_label_prior(linear, train_y)
     layer = nn.Sequential(standardize, linear).to(device)
     optimizer = torch.optim.Adam(layer.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
@@ -330,7 +333,7 @@ def train_probe(
         layer.train()
         loss_sum, batches = 0.0, 0
         for index in torch.randperm(len(train), generator=order_generator).split(cfg.batch_size):
-            loss = criterion(layer(train.take(index)), train_y[index.to(device)])
+            loss = criterion(layer(train.take(index)), train_y.dense(index))
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
@@ -377,7 +380,7 @@ def json_safe(metrics: dict[str, Any]) -> dict[str, Any]:
 def write_test_scores(path: Path, split: Split, scores: np.ndarray, vocabulary: Sequence[str]) -> None:
     """test_scores.parquet: id, gold label names, float32 scores per label (labels.txt order)."""
     names = np.asarray(vocabulary, dtype=object)
-    gold = [names[row.numpy().astype(bool)].tolist() for row in split.targets]
+    gold = [names[split.labels.ids(row).cpu().numpy()].tolist() for row in range(len(split))]
     flat = pa.array(scores.astype(np.float32).ravel(), type=pa.float32())
     table = pa.table(
         {
@@ -471,12 +474,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             name: cached_features(out / f"features_{name}.pt", weights, splits[name], spec, lambda n=name: compute(n))
             for name in SPLITS
         }
-    targets = {name: splits[name].targets for name in SPLITS}
-    layer, best_epoch, val_best, rows = train_probe(features, targets, spec.probe, spec.seed, device, macro_f1)
+    labels = {name: splits[name].labels for name in SPLITS}
+    layer, best_epoch, val_best, rows = train_probe(features, labels, spec.probe, spec.seed, device, macro_f1)
     write_log(out / "probe_log.csv", rows)
     test_scores = probabilities(layer.eval(), as_inputs(features["test"], device))
     write_test_scores(out / "test_scores.parquet", splits["test"], test_scores, vocabulary)
-    test_metrics = evaluate(targets["test"].numpy(), test_scores, macro_f1_definition=macro_f1)
+    test_metrics = evaluate(labels["test"].to_scipy(), test_scores, macro_f1_definition=macro_f1)
     print(
         "probe: test " + ", ".join(f"{name} {test_metrics[name]:.4f}" for name in ("micro_f1", "macro_f1", "map")),
         file=sys.stderr,
