@@ -38,7 +38,7 @@ import pandas as pd
 import pytest
 
 from mscl.data import aapd, coco, mimic, mimic_splits, nuswide, voc
-from mscl.data.manifest import read_labels, read_split, read_stats
+from mscl.data.manifest import read_labels, read_split
 from mscl.data.sources import coco_release, source_problem
 from mscl.data.stats_table import statistics_frame, to_csv, to_markdown
 from mscl.demo import icd_descriptions, make_demo

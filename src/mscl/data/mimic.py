@@ -8,9 +8,10 @@ Rules (MIMIC-III follows CAML, Mullenbach et al. 2018; MIMIC-IV follows Nguyen e
   addenda; MIMIC-IV note_type "DS"); all notes of one admission are joined by a space in
   date order (MIMIC-III CHARTDATE then ROW_ID; MIMIC-IV charttime, note_seq, note_id);
 - text: tokens of regex `\\w+`, purely numeric tokens dropped, lowercased, single spaces;
-- codes: read as strings; ICD-9 dotted (diagnoses after 3 characters, after 4 for E codes;
-  procedures after 2; only if longer), ICD-10 kept undotted; deduplicated and sorted per
-  admission; diagnoses and procedures share one label space;
+- codes: read as strings and checked against the shape of their table and ICD version (a code
+  re-saved as a number, `0066` -> `66`, is refused); ICD-9 dotted (diagnoses after 3
+  characters, after 4 for E codes; procedures after 2; only if longer), ICD-10 kept undotted;
+  deduplicated and sorted per admission; diagnoses and procedures share one label space;
 - splits: the fixed public HADM_ID lists (`fetch-mimic-splits`); the 50 setting keeps the
   labels in the fixed top-50 list and drops admissions left with none;
 - every dropped row or admission is counted in stats.json `info["dropped"]`.
@@ -438,8 +439,8 @@ def spill_notes(path: Path, spec: NoteColumns, listed: set[int], chunk_rows: int
 
 def check_discharge_rows(scan: NoteScan, path: Path, spec: NoteColumns) -> None:
     """Fail when not one row of the note file is a discharge summary: another note file (such
-    as MIMIC-IV-Note's radiology.csv.gz) stands in its place. Checked before any admission is
-    looked at, so the message is about the file, not about empty splits."""
+    as MIMIC-IV-Note's radiology.csv.gz) stands in its place. Checked before the splits are
+    planned, so the message names the file instead of reporting empty splits."""
     discharge_rows = sum(scan.counts[key] for key in NOTE_COUNTS if key != "non_discharge_notes")
     if discharge_rows == 0:
         raise InputError(

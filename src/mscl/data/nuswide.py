@@ -128,8 +128,10 @@ def read_label_matrix(root: Path, concepts: list[str], num_images: int, part: st
 
 @dataclass
 class ListedImages:
-    """The images of one image list with their labels: paths under root, ids, label matrix."""
+    """The images of one image list with their labels: the list's file name, paths under root,
+    ids, label matrix."""
 
+    name: str
     relpaths: list[str]
     ids: list[str]
     matrix: np.ndarray
@@ -144,7 +146,7 @@ def read_listed(root: Path, concepts: list[str], part: str | None = None) -> Lis
     ids = [sample_id(p) for p in relpaths]
     if len(set(ids)) != len(ids):
         raise InputError(path, "lists an image twice", f"use the official {path.name}")
-    return ListedImages(relpaths, ids, read_label_matrix(root, concepts, len(relpaths), part))
+    return ListedImages(path.name, relpaths, ids, read_label_matrix(root, concepts, len(relpaths), part))
 
 
 def usable_frame(root: Path, listed: ListedImages, concepts: list[str], verify: bool, on_problem: str) -> tuple[pd.DataFrame, ImageScreen, int]:
@@ -152,7 +154,7 @@ def usable_frame(root: Path, listed: ListedImages, concepts: list[str], verify: 
     the image screen, and how many listed images have no label."""
     labelled = np.flatnonzero(listed.matrix.any(axis=1))
     # Presence on disk is part of the dataset definition, so it is checked even without --verify-images.
-    screen = screen_images(root, [listed.relpaths[i] for i in labelled], check_exists=True, verify=verify, on_problem=on_problem, field="Imagelist.txt")
+    screen = screen_images(root, [listed.relpaths[i] for i in labelled], check_exists=True, verify=verify, on_problem=on_problem, field=listed.name)
     kept = labelled[np.array(screen.keep, dtype=bool)]
     frame = pd.DataFrame(
         {
