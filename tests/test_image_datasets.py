@@ -258,12 +258,37 @@ def test_voc_exclude_difficult_drops_and_counts_images_left_unlabelled(fixtures_
     assert "ignored" in stats["split_policy"]
 
 
-def test_voc_non_standard_names_give_the_sorted_names_seen(fixtures_dir, tmp_path):
+@pytest.mark.parametrize(
+    "xml_id, original, name, hint",
+    [
+        ("000007", "car", "digit_7", ""),  # a foreign name among the 20 classes
+        ("000002", "train", "Train", "VOC writes it 'train'"),  # an edited name: the issue's case
+        ("000009", "horse", "Horse", "VOC writes it 'horse'"),
+    ],
+)
+def test_voc_class_names_outside_the_20_are_refused(fixtures_dir, tmp_path, xml_id, original, name, hint):
+    """Before, such a name silently changed the label set to the sorted names seen."""
     root = copy_fixture(fixtures_dir, "voc", tmp_path)
-    xml = root / "Annotations/000007.xml"
-    xml.write_text(xml.read_text().replace("<name>car</name>", "<name>digit_7</name>"))
-    voc.prepare(root, tmp_path / "out", seed=0)
-    assert read_labels(tmp_path / "out") == ["car", "chair", "digit_7", "diningtable", "dog", "horse", "person", "pottedplant", "train"]
+    xml = root / f"Annotations/{xml_id}.xml"
+    xml.write_text(xml.read_text().replace(f"<name>{original}</name>", f"<name>{name}</name>"))
+    with pytest.raises(InputError, match=f"object name '{name}' is not one of the 20 VOC classes") as error:
+        voc.prepare(root, tmp_path / "out", seed=0)
+    assert error.value.path == str(xml) and error.value.field == "object/name" and hint in str(error.value)
+    assert_no_output(tmp_path / "out")
+
+
+def test_voc_format_with_a_class_set_of_its_own_keeps_its_sorted_names(fixtures_dir, tmp_path):
+    """No name is a VOC class (the demo's glyph classes): the dataset's own classes, sorted."""
+    root = copy_fixture(fixtures_dir, "voc", tmp_path)
+    for xml in (root / "Annotations").iterdir():
+        text = xml.read_text()
+        for name in voc.VOC_CLASSES:
+            text = text.replace(f"<name>{name}</name>", f"<name>glyph_{name}</name>")
+        xml.write_text(text)
+    stats = voc.prepare(root, tmp_path / "out", seed=0)
+    expected = ["car", "chair", "diningtable", "dog", "horse", "person", "pottedplant", "train"]
+    assert read_labels(tmp_path / "out") == [f"glyph_{name}" for name in expected]
+    assert stats["classes"] == "a class set of its own (no VOC class name)"
 
 
 def assert_split_is_seeded(prepare, root: Path, tmp_path: Path, split: str) -> None:

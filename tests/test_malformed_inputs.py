@@ -332,6 +332,14 @@ def voc_image_set_naming_an_id_without_annotation(tmp: Path) -> Expect:
 
 
 @case
+def voc_class_name_outside_the_20(tmp: Path) -> Expect:
+    root = copy_fixture("voc", tmp)
+    path = root / "Annotations" / "000002.xml"
+    path.write_text(path.read_text().replace("<name>train</name>", "<name>Train</name>"))
+    return Expect(prepare("prepare-voc", root, tmp), str(path), "object/name", out=tmp / "out")
+
+
+@case
 def nuswide_label_file_of_the_wrong_length(tmp: Path) -> Expect:
     root = copy_fixture("nuswide", tmp)
     path = sorted((root / "Groundtruth" / "AllLabels").iterdir())[0]
@@ -361,6 +369,42 @@ def aapd_empty_label_sets_everywhere_in_a_split(tmp: Path) -> Expect:
     lines = (root / "label_test").read_text().splitlines()
     (root / "label_test").write_text("\n" * len(lines))
     return Expect(prepare("prepare-aapd", root, tmp, "--policy", "original"), str(root / "label_test"), "test", out=tmp / "out")
+
+
+@case
+def aapd_comma_separated_label_line(tmp: Path) -> Expect:
+    root = copy_fixture("aapd", tmp)
+    (root / "label_val").write_text("cs.CL,cs.LG\n")
+    return Expect(prepare("prepare-aapd", root, tmp), str(root / "label_val"), "line 1", out=tmp / "out")
+
+
+@case
+def aapd_one_hot_label_line(tmp: Path) -> Expect:
+    root = copy_fixture("aapd", tmp)
+    (root / "label_val").write_text("0 0 1 0 0 0 0 0\n")
+    return Expect(prepare("prepare-aapd", root, tmp), str(root / "label_val"), "line 1", out=tmp / "out")
+
+
+@case
+def mimic_procedure_code_that_lost_its_leading_zeros(tmp: Path) -> Expect:
+    root = copy_fixture("mimic3", tmp)
+    path = root / "raw" / "PROCEDURES_ICD.csv"
+    path.write_text(path.read_text().replace('"0066"', "66"))  # re-saved with the codes read as numbers
+    return mimic_expect(tmp, root, str(path), "ICD9_CODE")
+
+
+@case
+def mimic4_radiology_notes_in_place_of_discharge_notes(tmp: Path) -> Expect:
+    root = copy_fixture("mimic4", tmp)
+    notes = root / "raw" / "note" / "discharge.csv"
+    rows = notes.read_text().replace(",DS,", ",RR,")  # radiology.csv.gz: note_type RR (or AR), never DS
+    notes.write_text(rows)
+    argv = [
+        "prepare-mimic", "--version", "mimic4_icd9", "--root", str(root / "raw"), "--splits", str(root / "splits_icd9"),
+        "--out-full", str(tmp / "out" / "full"), "--out-50", str(tmp / "out" / "top50"),
+    ]  # fmt: skip
+    texts = pd.read_csv(notes, dtype=str)["text"].dropna()
+    return Expect(argv, str(notes), "note_type", out=tmp / "out", forbidden=[text.strip()[:20] for text in texts if len(text.strip()) >= 20])
 
 
 @case

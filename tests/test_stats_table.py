@@ -51,13 +51,13 @@ TABLE_MD = """| Dataset | Train | Val | Test | Total # labels | Avg # labels | P
 EXPECTED_TEX = f"% {TITLE}\n" + TABULAR + "\\par\\smallskip\n{\\footnotesize " + latex_escape(CAPTION) + "\\par}\n"
 EXPECTED_MD = f"**{TITLE}.** {CAPTION}\n\n" + TABLE_MD
 
-EXPECTED_CSV = """key,Dataset,Train,Val,Test,Total # labels,Avg # labels,Paper train,Paper val,Paper test
-coco,MS-COCO,82081,20068,20069,80,2.9,82.0k,20.2k,20.2k
-my_set,my_set,999,1050,1949,7,1.04,,,
-voc,PASCAL,5011,2476,2476,20,1.46,5.0k,2.5k,2.5k
-aapd,AAPD,37827,6705,11308,54,2.41,37.8k,6.7k,11.3k
-mimic3_full,MIMIC-III-Full,47723,1631,3372,8692,15.66,"47,723","1,631","3,372"
-mimic3_50,MIMIC-III-50,8066,1573,1729,50,5.69,"8,066","1,573","1,729"
+EXPECTED_CSV = """key,Dataset,Train,Val,Test,Total # labels,Avg # labels,Paper train,Paper val,Paper test,Paper note
+coco,MS-COCO,82081,20068,20069,80,2.9,82.0k,20.2k,20.2k,
+my_set,my_set,999,1050,1949,7,1.04,,,,
+voc,PASCAL,5011,2476,2476,20,1.46,5.0k,2.5k,2.5k,
+aapd,AAPD,37827,6705,11308,54,2.41,37.8k,6.7k,11.3k,
+mimic3_full,MIMIC-III-Full,47723,1631,3372,8692,15.66,"47,723","1,631","3,372",
+mimic3_50,MIMIC-III-50,8066,1573,1729,50,5.69,"8,066","1,573","1,729",
 """
 
 

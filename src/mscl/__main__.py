@@ -24,9 +24,9 @@ from mscl.interrupt import stop_when_owner_ends
 COMMANDS: dict[str, tuple[str, str]] = {
     "fetch-mimic-splits": ("mscl.data.mimic_splits", "copy or download the MIMIC split/top-50 lists and verify sha256"),
     "prepare-mimic": ("mscl.data.mimic", "MIMIC-III/IV raw CSVs -> cleaned manifests (full and 50)"),
-    "prepare-coco": ("mscl.data.coco", "MS-COCO 2014 instances JSON -> manifest"),
+    "prepare-coco": ("mscl.data.coco", "MS-COCO 2014 (or 2017) instances JSON -> manifest"),
     "prepare-voc": ("mscl.data.voc", "PASCAL VOC 2007 XML + ImageSets -> manifest"),
-    "prepare-nuswide": ("mscl.data.nuswide", "NUS-WIDE Imagelist + AllLabels -> manifest"),
+    "prepare-nuswide": ("mscl.data.nuswide", "NUS-WIDE image lists + AllLabels or TrainTestLabels -> manifest"),
     "prepare-aapd": ("mscl.data.aapd", "AAPD text_*/label_* -> manifest"),
     "prepare-yeast": ("mscl.data.yeast", "MULAN yeast (river's yeast.csv.gz) -> features manifest, MULAN split"),
     "prepare-debtags": ("mscl.data.debtags", "apt Packages (Tag:) + Translation-en -> debtags text manifest"),

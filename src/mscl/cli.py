@@ -197,7 +197,7 @@ def _prepare_voc(parser: argparse.ArgumentParser) -> None:
 @command("prepare-nuswide", doc_of="mscl.data.nuswide")
 def _prepare_nuswide(parser: argparse.ArgumentParser) -> None:
     add_image_arguments(parser, missing_default="drop")
-    add_fractions_argument(parser, NUSWIDE_FRACTIONS, "0.6 0.2 0.2")
+    add_fractions_argument(parser, NUSWIDE_FRACTIONS, "0.6 0.2 0.2; AllLabels only: TrainTestLabels keeps the official split")
 
 
 @command("prepare-aapd", doc_of="mscl.data.aapd")

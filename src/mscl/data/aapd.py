@@ -12,6 +12,7 @@ label are dropped and counted.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -25,6 +26,10 @@ from mscl.errors import InputError
 
 FORMAT = "AAPD text_*/label_* line files"
 FIX_DOWNLOAD = "unpack the AAPD release (text_train, label_train, ... text_test, label_test) under --root"
+# An arXiv subject label as AAPD writes it (cs.IT, math.IT, quant-ph, cond-mat.dis-nn; SGM's copy
+# lower-cases them): it starts with a letter. A comma-separated line or a one-hot 0/1 string is
+# not made of these, and would otherwise become one label per line or labels named 0 and 1.
+LABEL_NAME = re.compile(r"[A-Za-z][A-Za-z0-9._-]*")
 
 
 def read_line_file(path: Path) -> list[str]:
@@ -32,10 +37,30 @@ def read_line_file(path: Path) -> list[str]:
     if not path.is_file():
         raise InputError(path, "AAPD file not found", FIX_DOWNLOAD)
     try:
-        with open(path, encoding="utf-8") as handle:
+        # utf-8-sig: a byte-order mark (left by some editors) is dropped, not read as text.
+        with open(path, encoding="utf-8-sig") as handle:
             return [line.rstrip("\n") for line in handle]
     except UnicodeDecodeError as error:
         raise InputError(path, f"not UTF-8 text ({error})", "re-extract the file from the AAPD release") from error
+
+
+def parse_label_lines(lines: Sequence[str], path: Path) -> list[list[str]]:
+    """The sorted, deduplicated labels of each line; a line that is not space-separated label
+    names (comma-separated, a one-hot 0/1 string) raises, naming its line number."""
+    labels = []
+    for number, line in enumerate(lines, start=1):
+        tokens = line.split()
+        bad = next((token for token in tokens if not LABEL_NAME.fullmatch(token)), None)
+        if bad is not None:
+            kind = "comma-separated" if "," in bad else "a one-hot 0/1 string" if set(bad) <= {"0", "1"} else "not a label name"
+            raise InputError(
+                path,
+                f"line {number} is not space-separated label names: {bad[:30]!r} is {kind}",
+                f"write each document's labels as names separated by spaces (e.g. 'cs.IT math.IT'), as the AAPD release's {path.name} does",
+                field=f"line {number}",
+            )
+        labels.append(sorted(set(tokens)))
+    return labels
 
 
 def read_source_split(root: Path, split: str) -> pd.DataFrame:
@@ -53,7 +78,7 @@ def read_source_split(root: Path, split: str) -> pd.DataFrame:
             label_path, f"no line holds a label, so every document of split {split!r} would be dropped",
             f"use the {label_path.name} file of the AAPD release (space-separated subject labels, one line per document)", field=split,
         )
-    return pd.DataFrame({"text": [t.strip() for t in texts], "labels": [sorted(set(line.split())) for line in labels], "source_split": split})
+    return pd.DataFrame({"text": [t.strip() for t in texts], "labels": parse_label_lines(labels, label_path), "source_split": split})
 
 
 def id_width(count: int) -> int:

@@ -1,11 +1,16 @@
-"""MS-COCO 2014 instances annotations -> manifest (`python -m mscl prepare-coco`).
+"""MS-COCO 2014 or 2017 instances annotations -> manifest (`python -m mscl prepare-coco`).
 
-Layout read under --root: `annotations/instances_{train,val}2014.json` and the images in
-`train2014/` and `val2014/` (each image's `file_name`). Labels are category names; the
-vocabulary follows category ids, which are not contiguous (1..90 with gaps for 80 classes).
-Split, inferred from the paper's sizes (the paper does not describe it): train2014 -> train,
-val2014 halved with the seed into val and test. This gives 20.1k / 20.1k where the paper
-prints 20.2k / 20.2k; the statistics table shows both.
+Layout read under --root, the release detected from the annotation files present (2014 when
+its files are there, the paper's release; else 2017): `annotations/instances_{train,val}<year>.json`
+and the images in `train<year>/` and `val<year>/` (each image's `file_name`). Labels are category
+names; the vocabulary follows category ids, which are not contiguous (1..90 with gaps for 80
+classes).
+Split, inferred from the paper's sizes (the paper does not describe it): train<year> -> train,
+val<year> halved with the seed into val and test. For 2014 this gives 20.1k / 20.1k where the
+paper prints 20.2k / 20.2k; the statistics table shows both. COCO 2017 puts most of val2014 into
+train2017 and keeps 5k images as val2017, so the same policy gives about 117k / 2.5k / 2.5k:
+stats.json (`not_comparable_with_paper`) and the statistics table say that these numbers are not
+comparable with the paper's COCO 2014 ones.
 Images without any annotation carry no label and are dropped and counted.
 """
 
@@ -21,23 +26,48 @@ from tqdm import tqdm
 from mscl import cli
 from mscl.data.images import image_checks, keep_screened, require_path
 from mscl.data.manifest import provenance, write_dataset
+from mscl.data.sources import COCO_RELEASES, coco_release
 from mscl.data.splitting import halve_held_out
 from mscl.errors import InputError
 
-SOURCE_SPLITS = ("train2014", "val2014")
-FORMAT = "MS-COCO 2014 instances JSON"
+PAPER_RELEASE = "2014"
+NOT_COMPARABLE = (
+    "COCO 2017 re-splits the COCO 2014 images (train2017 holds train2014 and most of val2014; val2017 is 5k images), "
+    "so its split sizes and results are not comparable with the paper's COCO 2014 numbers"
+)
+
+
+def source_splits(release: str) -> tuple[str, str]:
+    """The release's two published splits (and image folders): train<year> and val<year>."""
+    return f"train{release}", f"val{release}"
 
 
 def annotation_path(root: Path, source_split: str) -> Path:
-    """Path of the instances JSON of one source split (`train2014` or `val2014`)."""
+    """Path of the instances JSON of one source split (e.g. `train2014` or `val2017`)."""
     return root / "annotations" / f"instances_{source_split}.json"
+
+
+def detect_release(root: Path) -> str:
+    """The COCO release under `root` (`mscl.data.sources.coco_release`), or an InputError naming
+    the annotation files looked for."""
+    release = coco_release(root)
+    if release is None:
+        looked_for = ", ".join(f"instances_{split}.json" for year in COCO_RELEASES for split in source_splits(year))
+        raise InputError(
+            root / "annotations",
+            f"no COCO instances annotations found (looked for {looked_for})",
+            "download annotations_trainval2014.zip (the paper's release) or annotations_trainval2017.zip and unpack it under --root",
+        )
+    return release
 
 
 def load_instances(path: Path) -> dict[str, Any]:
     """Read one instances JSON, checking that it is a JSON object."""
-    require_path(path, "COCO annotation file", "download annotations_trainval2014.zip and unpack it under --root")
+    year = path.stem[-4:]
+    require_path(path, "COCO annotation file", f"download annotations_trainval{year}.zip and unpack it under --root")
     try:
-        with open(path, encoding="utf-8") as handle:
+        # utf-8-sig: a byte-order mark (left by some editors) is dropped; json refuses it otherwise.
+        with open(path, encoding="utf-8-sig") as handle:
             data = json.load(handle)
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
         raise InputError(path, f"not valid JSON ({error})", "re-download or re-extract the annotation file") from error
@@ -110,35 +140,40 @@ def source_frame(root: Path, source_split: str, categories: dict[int, str], data
     return pd.DataFrame(rows, columns=["id", "labels", "path"]), len(files) - len(annotated)
 
 
-def split_policy(seed: int) -> str:
+def split_policy(seed: int, release: str) -> str:
     """The split policy sentence recorded in stats.json."""
+    train, val = source_splits(release)
     return (
-        "train2014 images form train; val2014 images are halved at random "
+        f"{train} images form train; {val} images are halved at random "
         f"(numpy default_rng seed {seed}, ids sorted first) into val and test (the odd one goes to test); "
         "images without any annotation are dropped and counted"
     )
 
 
 def prepare(root: Path, out: Path, seed: int, verify_images: bool = True, missing_images: str = "error") -> dict[str, Any]:
-    """Parse the COCO 2014 layout under `root` and write the manifest to `out`; return its stats."""
-    root = require_path(Path(root), "COCO root folder", "pass --root pointing at the folder holding annotations/, train2014/ and val2014/")
-    loaded = {name: load_instances(annotation_path(root, name)) for name in SOURCE_SPLITS}
+    """Parse the COCO 2014 or 2017 layout under `root` and write the manifest to `out`; return its stats."""
+    root = require_path(Path(root), "COCO root folder", "pass --root pointing at the folder holding annotations/, train2014/ and val2014/ (or their 2017 counterparts)")
+    release = detect_release(root)
+    train, val = source_splits(release)
+    loaded = {name: load_instances(annotation_path(root, name)) for name in (train, val)}
     vocabularies = {name: category_vocabulary(data, annotation_path(root, name)) for name, data in loaded.items()}
-    categories = vocabularies["train2014"]
-    if vocabularies["val2014"] != categories:
-        raise InputError(annotation_path(root, "val2014"), "categories differ from instances_train2014.json", "use annotation files of the same COCO release", field="categories")
+    categories = vocabularies[train]
+    if vocabularies[val] != categories:
+        raise InputError(annotation_path(root, val), f"categories differ from instances_{train}.json", "use annotation files of the same COCO release", field="categories")
 
     frames, unannotated, screens = {}, {}, []
-    for name in SOURCE_SPLITS:
+    for name in (train, val):
         frame, unannotated[name] = source_frame(root, name, categories, loaded[name])
         frames[name], screen = keep_screened(root, frame, verify_images, missing_images, field="file_name")
         screens.append(screen)
 
-    splits = halve_held_out(frames["train2014"], frames["val2014"], seed)
+    splits = halve_held_out(frames[train], frames[val], seed)
     options, dropped = image_checks(verify_images, missing_images, screens)
+    comparability = {} if release == PAPER_RELEASE else {"not_comparable_with_paper": NOT_COMPARABLE}
     info = provenance(
-        "coco", FORMAT, root, seed, [annotation_path(root, name) for name in SOURCE_SPLITS],
-        split_policy=split_policy(seed), options=options, dropped={"unannotated_images": unannotated, **dropped},
+        "coco", f"MS-COCO {release} instances JSON", root, seed, [annotation_path(root, name) for name in (train, val)],
+        release=release, split_policy=split_policy(seed, release), **comparability,
+        options=options, dropped={"unannotated_images": unannotated, **dropped},
     )  # fmt: skip
     return write_dataset(out, splits, labels=list(categories.values()), info=info)
 

@@ -8,9 +8,10 @@ Rules (MIMIC-III follows CAML, Mullenbach et al. 2018; MIMIC-IV follows Nguyen e
   addenda; MIMIC-IV note_type "DS"); all notes of one admission are joined by a space in
   date order (MIMIC-III CHARTDATE then ROW_ID; MIMIC-IV charttime, note_seq, note_id);
 - text: tokens of regex `\\w+`, purely numeric tokens dropped, lowercased, single spaces;
-- codes: read as strings; ICD-9 dotted (diagnoses after 3 characters, after 4 for E codes;
-  procedures after 2; only if longer), ICD-10 kept undotted; deduplicated and sorted per
-  admission; diagnoses and procedures share one label space;
+- codes: read as strings and checked against the shape of their table and ICD version (a code
+  re-saved as a number, `0066` -> `66`, is refused); ICD-9 dotted (diagnoses after 3
+  characters, after 4 for E codes; procedures after 2; only if longer), ICD-10 kept undotted;
+  deduplicated and sorted per admission; diagnoses and procedures share one label space;
 - splits: the fixed public HADM_ID lists (`fetch-mimic-splits`); the 50 setting keeps the
   labels in the fixed top-50 list and drops admissions left with none;
 - every dropped row or admission is counted in stats.json `info["dropped"]`.
@@ -259,19 +260,24 @@ def parse_sequence(values: pd.Series, path: Path, column: str) -> pd.Series:
     return stripped.astype("int64")
 
 
-def check_code_strings(codes: pd.Series, path: Path, column: str) -> None:
-    """Raise if raw codes look saved as numbers ('401.0', '4.019e3') or already dotted.
+# A float column writes each code as a whole number with a decimal point ('4019.0', '389.0',
+# '4019.') or in scientific notation ('4.019e3'). An exponent counts only after a decimal point:
+# real ICD-10-PCS codes such as 02703E6 are digits, an E and digits.
+INTEGER_AS_FLOAT = r"\d+\.0*(?:[eE][+-]?\d+)?|\d*\.\d*[eE][+-]?\d+"
 
-    An exponent counts as a number only after a decimal point: real ICD-10-PCS codes such
-    as 02703E6 are digits, an E and digits.
+
+def check_code_strings(codes: pd.Series, path: Path, column: str) -> None:
+    """Raise if raw codes look saved as numbers ('4019.0', '4.019e3') or already dotted ('401.9').
+
+    Both have a dot. A file of floats writes whole numbers, so its dotted values all end in
+    '.0'; a value such as '401.9' or 'V58.61' (or a letter before the dot) comes from an
+    already dotted file. A lone '401.0' could be either: when no value of the chunk settles it,
+    it is reported as a number.
     """
-    as_number = codes.str.fullmatch(r"\d*\.\d*(?:[eE][+-]?\d+)?")
-    if as_number.any():
-        row = _first_row(as_number)
-        raise InputError(
-            path, f"code {codes[as_number].iloc[0][:12]!r} at data row {row} looks saved as a number", FIX_NUMBERS, field=column
-        )
-    dotted = codes.str.contains(".", regex=False)
+    with_dot = codes.str.contains(".", regex=False)
+    if not with_dot.any():
+        return
+    dotted = with_dot & ~codes.str.fullmatch(INTEGER_AS_FLOAT)
     if dotted.any():
         raise InputError(
             path,
@@ -279,6 +285,63 @@ def check_code_strings(codes: pd.Series, path: Path, column: str) -> None:
             "pass the raw, undotted code file of the release; dots are added here",
             field=column,
         )
+    row = _first_row(with_dot)
+    raise InputError(path, f"code {codes[with_dot].iloc[0][:12]!r} at data row {row} looks saved as a number", FIX_NUMBERS, field=column)
+
+
+@dataclass(frozen=True)
+class CodeShape:
+    """What the raw (undotted) codes of one table and ICD version look like."""
+
+    system: str  # the code system's name, for messages
+    pattern: str  # full-match regex of a valid raw code
+    described: str  # the pattern in words
+    shortest_digits: int  # an all-digit code shorter than this lost leading zeros
+
+
+# From the code systems' definitions: ICD-9-CM diagnoses are 3-5 digits, V + 2-4 digits or
+# E + 3-4 digits; ICD-9-CM procedures 3-4 digits; ICD-10-CM diagnoses a letter, a digit and
+# 1-5 letters or digits; ICD-10-PCS procedures exactly 7 letters or digits, never I or O.
+CODE_SHAPES = {
+    ("diagnosis", "9"): CodeShape("ICD-9-CM diagnosis", r"\d{3,5}|V\d{2,4}|E\d{3,4}", "3-5 digits, V and 2-4 digits, or E and 3-4 digits", 3),
+    ("procedure", "9"): CodeShape("ICD-9-CM procedure", r"\d{3,4}", "3-4 digits", 3),
+    ("diagnosis", "10"): CodeShape("ICD-10-CM diagnosis", r"[A-Z]\d[0-9A-Z]{1,5}", "a letter, a digit and 1-5 letters or digits", 3),
+    ("procedure", "10"): CodeShape("ICD-10-PCS procedure", r"[0-9A-HJ-NP-Z]{7}", "7 letters or digits", 7),
+}
+
+
+def check_code_shapes(codes: pd.Series, path: Path, column: str, kind: str, icd_version: str) -> None:
+    """Raise at the first code that cannot be a raw code of its table (`kind`) and ICD version.
+
+    An all-digit code shorter than the shortest valid one ('66' for procedure 0066, '38' for
+    diagnosis 038) is what a re-save through pandas or a spreadsheet leaves when it reads the
+    codes as numbers and drops their leading zeros. A dropped zero that leaves a valid length
+    ('389' from 0389) cannot be told from a real code: docs/preprocessing.md says so.
+    """
+    shape = CODE_SHAPES[kind, icd_version]
+    bad = ~codes.str.fullmatch(shape.pattern)
+    if not bad.any():
+        return
+    code = codes[bad].iloc[0]
+    where = f"code {code[:12]!r} at data row {_first_row(bad)} is not a valid {shape.system} code ({shape.described})"
+    if code.isdigit() and len(code) < shape.shortest_digits:
+        raise InputError(path, f"{where}: it lost its leading zeros, as when the file is saved with codes read as numbers", FIX_NUMBERS, field=column)
+    raise InputError(
+        path, where, f"{FIX_RAW}; check that {path.name} is the {kind} table of ICD version {icd_version} that --version expects", field=column
+    )
+
+
+def check_icd_versions(versions: pd.Series, path: Path, column: str) -> None:
+    """Raise at the first icd_version that is not 9 or 10, saying why it is not."""
+    bad = ~versions.isin(["9", "10"])
+    if not bad.any():
+        return
+    value, row = versions[bad].iloc[0], _first_row(bad)
+    if value == "":
+        raise InputError(path, f"{column} at data row {row} is empty; every code row of the release has 9 or 10", FIX_RAW, field=column)
+    if re.fullmatch(r"(?:9|10)\.0*", value):
+        raise InputError(path, f"{column} at data row {row} is {value[:12]!r}: saved as a number", FIX_NUMBERS, field=column)
+    raise InputError(path, f"{column} at data row {row} is {value[:12]!r}, not 9 or 10", FIX_RAW, field=column)
 
 
 def read_codes(
@@ -298,11 +361,7 @@ def read_codes(
             keep = ~empty_hadm
             if spec.version is not None:
                 version = chunk[spec.version].str.strip()
-                bad = keep & ~version.isin(["9", "10"])
-                if bad.any():
-                    raise InputError(
-                        path, f"{spec.version} at data row {_first_row(bad)} is not 9 or 10", FIX_NUMBERS, field=spec.version
-                    )
+                check_icd_versions(version[keep], path, spec.version)
                 other = keep & (version != release.icd_version)
                 counts["code_rows_other_icd_version"] += int(other.sum())
                 keep &= ~other
@@ -311,6 +370,7 @@ def read_codes(
             counts["code_rows_without_code"] += int(no_code.sum())
             keep &= ~no_code
             check_code_strings(code[keep], path, spec.code)
+            check_code_shapes(code[keep], path, spec.code, spec.kind, release.icd_version)
             keep &= hadm.isin(listed)
             for admission, raw in zip(hadm[keep].tolist(), code[keep].tolist()):
                 key = (spec.kind, raw)
@@ -375,6 +435,21 @@ def spill_notes(path: Path, spec: NoteColumns, listed: set[int], chunk_rows: int
     db.execute("CREATE INDEX notes_order ON notes (hadm_id, date, sequence, tiebreak)")
     db.commit()
     return scan
+
+
+def check_discharge_rows(scan: NoteScan, path: Path, spec: NoteColumns) -> None:
+    """Fail when not one row of the note file is a discharge summary: another note file (such
+    as MIMIC-IV-Note's radiology.csv.gz) stands in its place. Checked before the splits are
+    planned, so the message names the file instead of reporting empty splits."""
+    discharge_rows = sum(scan.counts[key] for key in NOTE_COUNTS if key != "non_discharge_notes")
+    if discharge_rows == 0:
+        raise InputError(
+            path,
+            f"no row is a discharge summary: {spec.category} is never {spec.keep!r} in its {scan.counts['non_discharge_notes']} rows",
+            f"put the release's discharge notes at {spec.stem}.csv or {spec.stem}.csv.gz under --root "
+            "(MIMIC-III: NOTEEVENTS; MIMIC-IV-Note: note/discharge.csv.gz, not note/radiology.csv.gz)",
+            field=spec.category,
+        )
 
 
 def admission_texts(db: sqlite3.Connection) -> Iterator[tuple[int, str]]:
@@ -560,6 +635,7 @@ def prepare_mimic(
         db = open_spill(scratch)
         try:
             scan = spill_notes(files[release.notes.stem], release.notes, listed, chunk_rows, db)
+            check_discharge_rows(scan, files[release.notes.stem], release.notes)
             scan.counts.update(code_counts)
             plans = [
                 plan_setting("full", out_full, lists["full"], codes, scan, None, label_space),

@@ -111,15 +111,15 @@ SOURCES: dict[str, dict[str, PinnedFile]] = {
 }
 
 
-def verify_sha256(path: Path, expected: str, shown_as: str) -> None:
-    """Raise unless the file at `path` has the expected sha256 (`shown_as` names it in the error)."""
+def verify_sha256(path: Path, pinned: PinnedFile, shown_as: str) -> None:
+    """Raise unless the file at `path` has the pinned sha256 (`shown_as` names it in the error)."""
     actual = sha256_file(path)
-    if actual != expected:
+    if actual != pinned.sha256:
         raise InputError(
             shown_as,
-            f"sha256 mismatch: expected {expected}, got {actual}",
-            "use the unmodified public list from the pinned commit (see SOURCES.md), "
-            "or pass --no-verify if you deliberately use your own lists",
+            f"sha256 mismatch: expected {pinned.sha256}, got {actual}",
+            f"use the unmodified public file {pinned.url(RAW_BASE)} (docs/preprocessing.md, section 'Split lists', "
+            "lists every pinned source), or pass --no-verify if you deliberately use your own lists",
             field="sha256",
         )
 
@@ -180,7 +180,7 @@ def fetch_split_lists(
                 shown_as = pinned.url(RAW_BASE)
                 download_file(shown_as, staging / name, timeout_s)
             if verify:
-                verify_sha256(staging / name, pinned.sha256, shown_as)
+                verify_sha256(staging / name, pinned, shown_as)
         out_dir.mkdir(exist_ok=True)
         for name in ALL_FILES:
             os.replace(staging / name, out_dir / name)
@@ -192,7 +192,8 @@ def fetch_split_lists(
 def _read_ids(path: Path) -> set[int]:
     """HADM_IDs of one list file (one integer per line; blank lines ignored)."""
     ids = set()
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    # utf-8-sig: a byte-order mark (left by some editors) is dropped, not read as part of an id.
+    for number, line in enumerate(path.read_text(encoding="utf-8-sig").splitlines(), start=1):
         value = line.strip()
         if not value:
             continue
@@ -205,7 +206,7 @@ def _read_ids(path: Path) -> set[int]:
 
 
 def _read_top50(path: Path) -> list[str]:
-    codes = [line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    codes = [line.strip() for line in path.read_text(encoding="utf-8-sig").splitlines() if line.strip()]
     if len(set(codes)) != len(codes):
         raise InputError(path, "the code list repeats a code", "use the unmodified public top-50 list", field="code")
     return codes

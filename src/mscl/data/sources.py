@@ -13,10 +13,22 @@ from __future__ import annotations
 
 from pathlib import Path
 
+# COCO: the 2014 release (the paper's) or the 2017 one, told apart by `coco_release`.
+COCO_RELEASES = ("2014", "2017")
+
 LAYOUTS: dict[str, tuple[str, ...]] = {
-    "coco": ("annotations/instances_train2014.json", "annotations/instances_val2014.json", "train2014", "val2014"),
+    "coco": tuple(
+        "|".join(pattern.format(year) for year in COCO_RELEASES)
+        for pattern in ("annotations/instances_train{}.json", "annotations/instances_val{}.json", "train{}", "val{}")
+    ),
     "voc": ("Annotations", "ImageSets/Main/trainval.txt", "ImageSets/Main/test.txt", "JPEGImages"),
-    "nuswide": ("ImageList/Imagelist.txt", "Concepts81.txt", "Groundtruth/AllLabels"),
+    # NUS-WIDE: AllLabels with the list of all images, or the official TrainTestLabels with the
+    # train and test lists; the concept list at the root or in ConceptsList/ (mscl.data.nuswide).
+    "nuswide": (
+        "ImageList/Imagelist.txt|ImageList/TrainImagelist.txt",
+        "Concepts81.txt|ConceptsList/Concepts81.txt",
+        "Groundtruth/AllLabels|Groundtruth/TrainTestLabels",
+    ),
     "aapd": tuple(f"{kind}_{split}" for kind in ("text", "label") for split in ("train", "val", "test")),
     "mimic3": tuple(f"{table}.csv|{table}.csv.gz" for table in ("NOTEEVENTS", "DIAGNOSES_ICD", "PROCEDURES_ICD")),
     "mimic4": tuple(
@@ -29,6 +41,16 @@ SPLIT_VERSIONS = {"mimic3": ("mimic3",), "mimic4": ("mimic4_icd9", "mimic4_icd10
 SPLIT_LIST_FILES = tuple(
     f"{split}_{space}_hadm_ids.csv" for split in ("train", "dev", "test") for space in ("full", "50")
 ) + ("top50_code_list.txt",)
+
+
+def coco_release(root: str | Path) -> str | None:
+    """The COCO release whose instances annotations `root` holds: "2014" when either 2014 file is
+    there (the paper's release wins when both are), else "2017" when either 2017 file is, else None."""
+    annotations = Path(root).expanduser() / "annotations"
+    for year in COCO_RELEASES:
+        if any((annotations / f"instances_{split}{year}.json").is_file() for split in ("train", "val")):
+            return year
+    return None
 
 
 def missing_parts(source: str, root: str | Path) -> list[str]:

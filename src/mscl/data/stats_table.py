@@ -43,6 +43,9 @@ PAPER_SPLIT_SIZES = {
     "mimic4_icd10_50": ("104,077", "3,805", "7,368"),
 }
 PAPER_COLUMN = "Paper train / val / test"
+# A manifest whose stats.json says `not_comparable_with_paper` (COCO 2017 against the paper's
+# COCO 2014) gets this after the paper's sizes, and its sentence under the table.
+NOT_COMPARABLE = "not comparable"
 # Row groups in table order; a \midrule separates consecutive groups.
 GROUPS = ("image", "text", "tabular", "mimic")
 COLUMNS = ("Dataset", "Train", "Val", "Test", "Total # labels", "Avg # labels")
@@ -87,7 +90,8 @@ def stats_field(stats: Mapping[str, Any], key: str, path: Path) -> Any:
 def statistics_frame(datasets: Sequence[tuple[str, str | Path]], names: Mapping[str, str] | None = None) -> pd.DataFrame:
     """Exact statistics, one row per (name, prepared folder), ordered by group then given order.
 
-    Columns: key, group, Dataset, Train, Val, Test, Total # labels, Avg # labels.
+    Columns: key, group, Dataset, Train, Val, Test, Total # labels, Avg # labels, Paper note
+    (why the paper's sizes do not compare, from stats.json; empty when they do).
     """
     if not datasets:
         raise InputError(None, "no dataset given", "pass at least one --dataset NAME=DIR", field="--dataset")
@@ -110,6 +114,7 @@ def statistics_frame(datasets: Sequence[tuple[str, str | Path]], names: Mapping[
                 "Test": int(counts["test"]),
                 "Total # labels": int(stats_field(stats, "num_labels", path)),
                 "Avg # labels": float(stats_field(stats, "avg_labels", path)),
+                "Paper note": str(stats.get("not_comparable_with_paper") or ""),
                 "_order": (GROUPS.index(group), order),
             }
         )
@@ -117,9 +122,17 @@ def statistics_frame(datasets: Sequence[tuple[str, str | Path]], names: Mapping[
     return frame.reset_index(drop=True)
 
 
-def paper_sizes(key: str) -> str:
-    """The paper's printed sizes of a dataset ("82.0k / 20.2k / 20.2k"), "-" when it has none."""
-    return " / ".join(PAPER_SPLIT_SIZES[key]) if key in PAPER_SPLIT_SIZES else "-"
+def paper_sizes(key: str, note: str = "") -> str:
+    """The paper's printed sizes of a dataset ("82.0k / 20.2k / 20.2k"), "-" when it has none,
+    marked when the manifest's stats.json says they do not compare (`note`)."""
+    sizes = " / ".join(PAPER_SPLIT_SIZES[key]) if key in PAPER_SPLIT_SIZES else "-"
+    return f"{sizes} ({NOT_COMPARABLE})" if note else sizes
+
+
+def caption(frame: pd.DataFrame) -> str:
+    """CAPTION, then the sentence of every row whose sizes do not compare with the paper's."""
+    notes = [f"{row['Dataset']}: {row['Paper note']}." for _, row in frame.iterrows() if row["Paper note"]]
+    return " ".join([CAPTION, *notes])
 
 
 def formatted_cells(frame: pd.DataFrame) -> list[list[str]]:
@@ -130,7 +143,7 @@ def formatted_cells(frame: pd.DataFrame) -> list[list[str]]:
             *(format_count(int(row[c]), row["group"]) for c in ("Train", "Val", "Test")),
             f"{int(row['Total # labels']):,}",
             f"{float(row['Avg # labels']):.1f}",
-            paper_sizes(row["key"]),
+            paper_sizes(row["key"], row["Paper note"]),
         ]
         for _, row in frame.iterrows()
     ]
@@ -150,13 +163,13 @@ def to_latex(frame: pd.DataFrame) -> str:
         if index and groups[index] != groups[index - 1]:
             lines.append(r"\midrule")
         lines.append(" & ".join(latex_escape(c) for c in cells) + r" \\")
-    lines += [r"\bottomrule", r"\end{tabular}", r"\par\smallskip", rf"{{\footnotesize {latex_escape(CAPTION)}\par}}"]
+    lines += [r"\bottomrule", r"\end{tabular}", r"\par\smallskip", rf"{{\footnotesize {latex_escape(caption(frame))}\par}}"]
     return "\n".join([f"% {TITLE}", *lines]) + "\n"
 
 
 def to_markdown(frame: pd.DataFrame) -> str:
     """GitHub Markdown table with the paper-style cells, under its title and caption."""
-    lines = [f"**{TITLE}.** {CAPTION}", ""]
+    lines = [f"**{TITLE}.** {caption(frame)}", ""]
     lines += ["| " + " | ".join((*COLUMNS, PAPER_COLUMN)) + " |", "|" + "|".join([":---"] + ["---:"] * len(COLUMNS)) + "|"]
     lines += ["| " + " | ".join(cells) + " |" for cells in formatted_cells(frame)]
     return "\n".join(lines) + "\n"
@@ -166,17 +179,17 @@ def to_html(frame: pd.DataFrame) -> str:
     """A standalone page for the report (mscl.report.html), a rule between row groups."""
     groups = list(frame["group"])
     rules = [index for index in range(1, len(groups)) if groups[index] != groups[index - 1]]
-    return html.page(TITLE, CAPTION, html.simple_table([*COLUMNS, PAPER_COLUMN], formatted_cells(frame), rules_before=rules))
+    return html.page(TITLE, caption(frame), html.simple_table([*COLUMNS, PAPER_COLUMN], formatted_cells(frame), rules_before=rules))
 
 
 def to_csv(frame: pd.DataFrame) -> str:
-    """CSV with exact numbers (full-precision average), the dataset key and the paper's printed
-    sizes (empty for datasets the paper does not have)."""
+    """CSV with exact numbers (full-precision average), the dataset key, the paper's printed
+    sizes (empty for datasets the paper does not have) and why they do not compare, if so."""
     paper = {
         f"Paper {split}": [PAPER_SPLIT_SIZES.get(key, ("", "", ""))[index] for key in frame["key"]]
         for index, split in enumerate(("train", "val", "test"))
     }
-    return frame[["key", *COLUMNS]].assign(**paper).to_csv(index=False, lineterminator="\n")
+    return frame[["key", *COLUMNS]].assign(**paper, **{"Paper note": frame["Paper note"]}).to_csv(index=False, lineterminator="\n")
 
 
 def parse_pairs(values: Sequence[str], flag: str, example: str) -> list[tuple[str, str]]:

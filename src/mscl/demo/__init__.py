@@ -43,6 +43,13 @@ DemoGenerator = Callable[[Path, int, int], dict[str, Any]]  # (staging folder, s
 # ----------------------------------------------------------------------------- sampling helpers
 
 
+def require_at_most(samples: int, limit: int, what: str) -> None:
+    """Refuse --samples above the `limit` distinct ids a generator draws from (`what` they are),
+    before anything is drawn or written."""
+    if samples > limit:
+        raise InputError(None, f"--samples {samples:,} is more than the {limit:,} {what} this demo draws from", f"use at most {limit:,}", field="samples")
+
+
 def long_tail_weights(n_classes: int, exponent: float) -> np.ndarray:
     """Zipf-like class probabilities: class of rank r (0-based) gets weight 1 / (r + 1)**exponent."""
     weights = 1.0 / np.arange(1, n_classes + 1, dtype=float) ** exponent

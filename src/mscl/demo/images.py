@@ -34,7 +34,7 @@ import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 from tqdm import tqdm
 
-from mscl.demo import draw_distinct, label_count_schedule, long_tail_weights
+from mscl.demo import draw_distinct, label_count_schedule, long_tail_weights, require_at_most
 
 DIGIT_NAMES = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
 LETTERS = "ABCDEFGHIJKLMNOPQRST"
@@ -283,6 +283,7 @@ def coco_file_name(split: str, image_id: int) -> str:
 
 def make_coco(out: Path, seed: int, samples: int) -> dict[str, Any]:
     """MS-COCO 2014 layout: annotations/instances_{train,val}2014.json, train2014/, val2014/."""
+    require_at_most(samples, COCO_MAX_IMAGE_ID, "COCO 2014 image ids")
     rng = np.random.default_rng(seed)
     n_empty = max(2, round(COCO_EMPTY_FRACTION * samples))
     canvases = draw_canvases(rng, samples, "coco", blank=pick_indices(rng, samples, n_empty))
@@ -338,6 +339,7 @@ def voc_xml(image_id: str, canvas: Canvas, difficult: Sequence[bool]) -> bytes:
 
 def make_voc(out: Path, seed: int, samples: int) -> dict[str, Any]:
     """PASCAL VOC 2007 layout: Annotations/, JPEGImages/ (PNG content), ImageSets/Main/{trainval,test}.txt."""
+    require_at_most(samples, VOC_MAX_IMAGE_ID, "VOC 2007 image ids (000001-009963)")
     rng = np.random.default_rng(seed)
     canvases = draw_canvases(rng, samples, "voc", blank=set())
     numbers = 1 + np.sort(rng.choice(VOC_MAX_IMAGE_ID, size=samples, replace=False))

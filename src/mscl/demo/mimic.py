@@ -23,7 +23,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from mscl.demo import csv_text, icd_descriptions, long_tail_weights, write_id_list, write_maybe_gzip
+from mscl.demo import csv_text, icd_descriptions, long_tail_weights, require_at_most, write_id_list, write_maybe_gzip
 
 # Frequent real MIMIC codes, most frequent first (undotted, as the MIMIC tables store them).
 # They include leading-zero codes (0389, 0066) and V/E codes so those traps are always present.
@@ -180,6 +180,7 @@ def make_admissions(
 ) -> list[Admission]:
     """`samples` admissions; about one subject in ten has two admissions, as in real MIMIC."""
     (subject_low, subject_high), (hadm_low, hadm_high) = id_ranges
+    require_at_most(samples, hadm_high - hadm_low, "HADM_IDs of the release's range")
     hadm_ids = hadm_low + rng.choice(hadm_high - hadm_low, size=samples, replace=False)
     n_subjects = max(1, round(samples * 0.9))
     subjects = subject_low + rng.choice(subject_high - subject_low, size=n_subjects, replace=False)

@@ -13,7 +13,8 @@ The paper's experiment. A result is compared with a number the paper prints (tab
 `paper_vs_run` and `sota`) only when both hold:
 
 - its dataset setting is one of the paper's ten and is read from the real data
-  (`sources.<source>.root` is a folder, not `demo`);
+  (`sources.<source>.root` is a folder, not `demo`) of the paper's release: a COCO root holding
+  only the 2017 annotations is called "MS-COCO 2017" and is not compared (its split differs);
 - its encoder is the paper's model for its role (`is_paper_encoder`): ResNet-50 (`kind: resnet`,
   `arch: resnet50`), RoBERTa-base (`kind: hf`, checkpoint named roberta-base, every layer trained),
   Llama-3.1-8B with LoRA (`kind: llama_lora`, checkpoint named Llama-3.1-8B or
@@ -31,6 +32,8 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any, Iterable, Mapping, Sequence
+
+from mscl.data.sources import coco_release
 
 # Every dataset setting's plain name: the paper's ten settings, then the claim check's data.
 DATASET_NAMES = {
@@ -64,9 +67,17 @@ def source_of(dataset: str) -> str:
     return dataset
 
 
+def other_release(dataset: str, root: str | None) -> str | None:
+    """The release a real root holds when it is not the paper's (COCO 2017), else None."""
+    if dataset == "coco" and root not in (None, DEMO_ROOT) and coco_release(root) == "2017":
+        return "2017"
+    return None
+
+
 def is_paper_dataset(dataset: str, root: str | None) -> bool:
-    """One of the paper's settings, read from a real root (not the generated demo data)."""
-    return dataset in PAPER_DATASETS and root is not None and root != DEMO_ROOT
+    """One of the paper's settings, read from a real root (not the generated demo data) of the
+    paper's release."""
+    return dataset in PAPER_DATASETS and root is not None and root != DEMO_ROOT and other_release(dataset, root) is None
 
 
 def _checkpoint(spec: Mapping[str, Any]) -> str:
@@ -89,11 +100,13 @@ def is_paper_encoder(role: str, spec: Mapping[str, Any]) -> bool:
 
 
 def dataset_display(dataset: str, root: str | None, configured: str | None = None) -> str:
-    """The configured name, else the paper's name on real data and '<name> (demo data)' on the demo."""
+    """The configured name, else the paper's name on real data, '<name> <year>' on another
+    release than the paper's and '<name> (demo data)' on the demo."""
     if configured:
         return configured
     name = DATASET_NAMES.get(dataset, dataset)
-    return f"{name} (demo data)" if root == DEMO_ROOT else name
+    release = other_release(dataset, root)
+    return f"{name} (demo data)" if root == DEMO_ROOT else f"{name} {release}" if release else name
 
 
 def encoder_display(name: str, role: str, spec: Mapping[str, Any], configured: str | None = None) -> str:
