@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
@@ -63,3 +64,27 @@ def test_tabular_batches_fetched_at_once_equal_those_fetched_sample_by_sample(vi
     if views > 1:  # the masks did something: about half of each view's values are zeroed
         zeroed = torch.cat([f for f, _ in batched]).eq(0).float().mean()
         assert 0.35 < zeroed < 0.65
+
+
+def test_image_views_are_the_same_with_any_number_of_persistent_workers(tmp_path) -> None:
+    """Random crops are drawn from per-sample seeds the training process draws (SeededViews), so
+    two epochs give the same batches, bit for bit, loaded in-process or by two persistent
+    workers; the next epoch's views differ from the first's."""
+    from PIL import Image
+
+    from mscl.train.data import ImageDataset
+
+    rng = np.random.default_rng(0)
+    paths = []
+    for index in range(6):
+        paths.append(str(tmp_path / f"{index}.jpg"))
+        Image.fromarray(rng.integers(0, 256, (30 + index, 40, 3), dtype=np.uint8)).save(paths[-1])
+    split = Split([f"i{i}" for i in range(6)], paths, LabelMatrix.from_dense(torch.eye(6)[:, :3]), ignored_labels=0)
+    epochs = {}
+    for workers in (0, 2):
+        loader = make_loader(ImageDataset(split, 16, views=2, crop_scale_min=0.3), 4, shuffle=True, drop_last=True,
+                             generator=torch.Generator().manual_seed(1), num_workers=workers, device=torch.device("cpu"))  # fmt: skip
+        epochs[workers] = [[(batch["images"], batch["labels"].to_dense()) for batch in loader] for _ in range(2)]
+    for first, second in zip(epochs[0], epochs[2]):
+        assert all(torch.equal(a, b) and torch.equal(la, lb) for (a, la), (b, lb) in zip(first, second))
+    assert epochs[0][0][0][0].shape == (4, 2, 3, 16, 16) and not torch.equal(epochs[0][0][0][0], epochs[0][1][0][0])

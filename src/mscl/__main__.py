@@ -35,6 +35,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "image-pixels": ("mscl.data.pixels", "image manifest -> manifest of grey pixel vectors (features), e.g. Fashion-MNIST canvases for an MLP"),
     "make-demo": ("mscl.demo", "generate an embedded demo dataset in a real raw format"),
     "stats-table": ("mscl.data.stats_table", "dataset statistics table (tex/csv/md/html) from manifests"),
+    "make-synthetic": ("mscl.demo.synthetic", "a prepared dataset at the paper's sizes x S (synthetic content), for measuring scale"),
     "make-tiny-models": ("mscl.demo.tiny_models", "write tiny local Hugging Face models + tokenizer (offline default)"),
     "cache-prefix": ("mscl.train.prefix", "run an hf or plm_icd encoder's frozen embeddings + lower layers once per split and cache them (trainable_layers)"),
     "pretrain": ("mscl.train.pretrain", "contrastive pretraining of encoder + projection head"),

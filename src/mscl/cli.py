@@ -48,7 +48,7 @@ from mscl.defaults import (
     YEAST_POLICIES,
     YEAST_VAL_FRACTION,
 )
-from mscl.layout import DEMO_KINDS, FIGURE_NAMES, MIMIC_VERSIONS, REPORT_ROLES, TABLE_NAMES
+from mscl.layout import DEMO_KINDS, FIGURE_NAMES, MIMIC_VERSIONS, PAPER_DATASETS, REPORT_ROLES, TABLE_NAMES
 
 AddOptions = Callable[[argparse.ArgumentParser], None]
 # command -> (description, module whose docstring's first paragraph is the description, options)
@@ -269,6 +269,14 @@ def _make_demo(parser: argparse.ArgumentParser) -> None:
         help="images/documents/admissions; default "
         + ", ".join(f"{kind} {spec[2]}" for kind, spec in DEMO_KINDS.items()),
     )
+
+
+@command("make-synthetic", doc_of="mscl.demo.synthetic")
+def _make_synthetic(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("dataset", choices=PAPER_DATASETS, help="which of the paper's datasets to shape it after")
+    parser.add_argument("--scale", type=float, default=1.0, help="share of the paper's split sizes, in (0, 1] (default 1)")
+    parser.add_argument("--out", required=True, type=Path, help="prepared dataset folder to write")
+    parser.add_argument("--seed", type=seed, default=0, help="random seed (same seed -> identical files)")
 
 
 @command("stats-table", description="dataset statistics table (tex/csv/md/html) from manifests")
@@ -508,6 +516,27 @@ def _bench_dag(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--results", type=Path, default=Path("results"), help="the run's paths.results (relative to --workdir)")
     parser.add_argument("--workdir", type=Path, default=Path("."), help="the folder Snakemake ran in")
+
+
+@command("bench scale", doc_of="mscl.bench.scale")
+def _bench_scale(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--dataset", choices=PAPER_DATASETS, default="mimic4_icd10_full", help="the paper dataset whose shape is measured (default mimic4_icd10_full)")
+    parser.add_argument("--scales", type=float, nargs="+", default=[0.01, 0.02, 0.04], help="shares of the paper's sizes, each in (0, 1] (default 0.01 0.02 0.04)")
+    parser.add_argument("--skip", nargs="*", default=[], choices=["pretrain", "probe"], help="stages to leave out")
+    parser.add_argument("--plm-icd", action="store_true", help="MIMIC: also pretrain and probe PLM-ICD's stand-in (seconds per document on a CPU)")
+    parser.add_argument("--threads", type=int, default=2, help="OMP_NUM_THREADS of every stage (default 2)")
+    parser.add_argument("--workdir", type=Path, help="scratch folder, kept (default: a temporary one, removed)")
+    parser.add_argument("--csv", type=Path, help="also write the measurements to this CSV")
+
+
+@command("bench loader", doc_of="mscl.bench.loader")
+def _bench_loader(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--data", type=Path, help="prepared image manifest folder (default: make-synthetic coco --scale 0.01 in a temporary folder)")
+    parser.add_argument("--workers", type=int, nargs="+", default=[0, 1, 2], help="DataLoader worker counts to time (default 0 1 2)")
+    parser.add_argument("--image-size", type=int, default=224, help="crop side in pixels (default 224, the paper's)")
+    parser.add_argument("--batch-size", type=int, default=64, help="samples per batch, two views each (default 64)")
+    parser.add_argument("--batches", type=int, default=10, help="timed batches per worker count (default 10)")
+    parser.add_argument("--samples", type=int, default=200, help="samples timed part by part in this process (default 200)")
 
 
 @command("bench plm_icd", doc_of="mscl.bench.plm_icd")

@@ -74,6 +74,10 @@ def benchmark_of_log(results: Path, log: Path) -> Path | None:
 
 # ------------------------------------------------------------- what the pipeline makes
 
+# The paper's ten dataset settings (its Table "Statistics of datasets"; `make-synthetic` makes
+# any of them at its shape). mscl.report.names.PAPER_DATASETS names the same, in this order.
+PAPER_DATASETS = ("coco", "voc", "nuswide", "aapd", "mimic3_full", "mimic3_50", "mimic4_icd9_full", "mimic4_icd9_50", "mimic4_icd10_full", "mimic4_icd10_50")
+
 # `python -m mscl table NAME` (mscl.report.tables); `cost` is built from the runs' benchmarks.
 TABLE_NAMES = ("image", "aapd", "mimic_full", "mimic_50", "sota", "ablation", "paper_vs_run", "cost")
 # `python -m mscl figure NAME` (mscl.report.figures: the keys of FIGURES).

@@ -12,6 +12,8 @@ BENCHMARKS = {
     "preprocess": "mscl.bench.preprocess",
     "dag": "mscl.bench.dag",
     "plm_icd": "mscl.bench.plm_icd",
+    "scale": "mscl.bench.scale",
+    "loader": "mscl.bench.loader",
 }
 USAGE = f"usage: python -m mscl bench {{{','.join(BENCHMARKS)}}} [options]"
 

@@ -11,12 +11,9 @@ that child's rusage (`os.wait4`, the per-child form of `getrusage(RUSAGE_CHILDRE
 from __future__ import annotations
 
 import csv
-import os
 import shutil
-import subprocess
 import sys
 import tempfile
-import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +22,7 @@ import numpy as np
 from tqdm import tqdm
 
 from mscl import cli
+from mscl.bench.memory import run_measured
 from mscl.data.mimic import dot_diagnosis, dot_procedure
 
 NOTE_HEADER = ["ROW_ID", "SUBJECT_ID", "HADM_ID", "CHARTDATE", "CHARTTIME", "STORETIME", "CATEGORY", "DESCRIPTION", "CGID", "ISERROR", "TEXT"]
@@ -160,15 +158,7 @@ def run_prepare(root: Path, out: Path, chunk_rows: int, log_path: Path) -> tuple
         "--splits", str(root / "splits"), "--out-full", str(out / "full"), "--out-50", str(out / "50"),
         "--chunk-rows", str(chunk_rows),
     ]  # fmt: skip
-    with open(log_path, "w") as log:
-        start = time.perf_counter()
-        child = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
-        _, status, usage = os.wait4(child.pid, 0)
-        wall_s = time.perf_counter() - start
-    child.returncode = os.waitstatus_to_exitcode(status)
-    if child.returncode != 0:
-        raise RuntimeError(f"prepare-mimic failed (exit {child.returncode}); see {log_path}")
-    return wall_s, usage.ru_maxrss / 1024  # Linux reports ru_maxrss in KiB
+    return run_measured(command, log_path)
 
 
 def input_megabytes(root: Path) -> float:

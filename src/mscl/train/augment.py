@@ -18,8 +18,11 @@ job. Here the per-image work is one Pillow call and the rest is a handful of bat
 operations (on the GPU on a cluster). `tests/test_augment.py` checks every colour operation
 against torchvision's functional reference.
 
-Randomness comes from torch's global generator (seeded by the run and saved in its
-checkpoints), so views are reproducible and a resumed run draws what an uninterrupted one would.
+Randomness: a crop draws from the generator it is given, which the Dataset seeds per sample
+and epoch from a seed the training loop's sampler draws (`mscl.train.data.SeededViews`), so
+crops do not depend on how many DataLoader workers make them; colour draws come from torch's
+global generator in the training step. Both streams are seeded by the run and saved in its
+checkpoints, so views are reproducible and a resumed run draws what an uninterrupted one would.
 """
 
 from __future__ import annotations
@@ -48,24 +51,24 @@ GRAY_WEIGHTS = (0.2989, 0.587, 0.114)  # ITU-R 601-2 luma, as torchvision comput
 # ------------------------------------------------------------------ geometry (per image)
 
 
-def uniform(low: float, high: float) -> float:
-    return low + (high - low) * float(torch.rand(()))
+def uniform(low: float, high: float, generator: torch.Generator | None) -> float:
+    return low + (high - low) * float(torch.rand((), generator=generator))
 
 
-def random_crop_box(width: int, height: int, scale_min: float) -> tuple[int, int, int, int]:
+def random_crop_box(width: int, height: int, scale_min: float, generator: torch.Generator | None = None) -> tuple[int, int, int, int]:
     """A crop (left, top, right, bottom) covering a uniform fraction in [scale_min, 1] of the
     area, with a log-uniform aspect ratio in CROP_RATIO, at a uniform position; after
     CROP_ATTEMPTS misses, the largest centre crop whose ratio lies in CROP_RATIO."""
     area = width * height
     log_low, log_high = math.log(CROP_RATIO[0]), math.log(CROP_RATIO[1])
     for _ in range(CROP_ATTEMPTS):
-        target = area * uniform(scale_min, 1.0)
-        ratio = math.exp(uniform(log_low, log_high))
+        target = area * uniform(scale_min, 1.0, generator)
+        ratio = math.exp(uniform(log_low, log_high, generator))
         crop_w = round(math.sqrt(target * ratio))
         crop_h = round(math.sqrt(target / ratio))
         if 0 < crop_w <= width and 0 < crop_h <= height:
-            top = int(torch.randint(0, height - crop_h + 1, ()))
-            left = int(torch.randint(0, width - crop_w + 1, ()))
+            top = int(torch.randint(0, height - crop_h + 1, (), generator=generator))
+            left = int(torch.randint(0, width - crop_w + 1, (), generator=generator))
             return left, top, left + crop_w, top + crop_h
     ratio = width / height
     if ratio < CROP_RATIO[0]:
@@ -93,8 +96,8 @@ def crop_resize(image: Image.Image, box: tuple[float, float, float, float], imag
     return torch.from_numpy(np.asarray(resized, dtype=np.uint8).copy()).permute(2, 0, 1)
 
 
-def train_crop(image: Image.Image, image_size: int, scale_min: float) -> Tensor:
-    return crop_resize(image, random_crop_box(*image.size, scale_min), image_size)
+def train_crop(image: Image.Image, image_size: int, scale_min: float, generator: torch.Generator | None = None) -> Tensor:
+    return crop_resize(image, random_crop_box(*image.size, scale_min, generator), image_size)
 
 
 def eval_crop(image: Image.Image, image_size: int) -> Tensor:

@@ -130,7 +130,12 @@ class ImageDataset(Dataset):
     """Images as uint8 crops of image_size x image_size: `views` random resized crops each
     ([views, 3, S, S], for pretraining) or, with views=1, the evaluation centre crop
     ([3, S, S]). Colour augmentation and normalisation happen per batch on the training
-    device (`mscl.train.augment`)."""
+    device (`mscl.train.augment`).
+
+    With views > 1 an item is asked for as (index, seed) (`SeededViews`): the crops draw from a
+    generator seeded with `seed`, so they are the same in any DataLoader worker."""
+
+    seeded_views = True  # make_loader pairs each index with a seed when views > 1
 
     def __init__(self, split: Split, image_size: int, views: int, crop_scale_min: float = 1.0):
         self.split = split
@@ -141,12 +146,14 @@ class ImageDataset(Dataset):
     def __len__(self) -> int:
         return len(self.split)
 
-    def __getitem__(self, index: int) -> dict[str, Tensor]:
-        image = open_rgb(self.split.items[index])
+    def __getitem__(self, item: int | tuple[int, int]) -> dict[str, Tensor]:
         if self.views == 1:
-            images = eval_crop(image, self.image_size)
+            index = item
+            images = eval_crop(open_rgb(self.split.items[index]), self.image_size)
         else:
-            images = torch.stack([train_crop(image, self.image_size, self.crop_scale_min) for _ in range(self.views)])
+            index, seed = item
+            image, generator = open_rgb(self.split.items[index]), torch.Generator().manual_seed(seed)
+            images = torch.stack([train_crop(image, self.image_size, self.crop_scale_min, generator) for _ in range(self.views)])
         return {"images": images, "label_ids": self.split.labels.ids(index)}
 
 
@@ -223,6 +230,34 @@ def collate(samples: list[dict[str, Any]], num_labels: int) -> dict[str, Any]:
     return batch
 
 
+class SeededViews(torch.utils.data.Sampler):
+    """Another sampler's indices, each paired with a seed drawn from `generator` in the training
+    process, after the sampler's own draws: the seed of a sample's random views. Views then
+    depend on the run's generator only, not on how many workers make them or whether they
+    persist between epochs, and the generator's checkpointed state resumes them."""
+
+    def __init__(self, sampler: torch.utils.data.Sampler, generator: torch.Generator):
+        self.sampler, self.generator = sampler, generator
+
+    def __len__(self) -> int:
+        return len(self.sampler)
+
+    def __iter__(self):
+        indices = list(self.sampler)
+        seeds = torch.randint(0, 2**62, (len(indices),), generator=self.generator).tolist()
+        return iter(zip(indices, seeds))
+
+
+def worker_count(setting: int | str, modality: str) -> int:
+    """DataLoader workers of a `pretrain.num_workers` setting: "auto" gives image data one per
+    torch thread (the job's `threads`: decoding and cropping JPEGs is the per-sample work that
+    starves a GPU on one core, docs/scale.md) and text and tabular data none (their samples are
+    a list lookup; tabular views draw one mask per batch in the training process)."""
+    if setting != "auto":
+        return int(setting)
+    return torch.get_num_threads() if modality == "image" else 0
+
+
 def _seed_worker(worker_id: int) -> None:
     """Seed python/numpy in a worker from its torch seed (torch derives that from the generator)."""
     seed = torch.initial_seed() % 2**32
@@ -241,17 +276,27 @@ def make_loader(
     device: torch.device,
     collate_fn: Callable[..., dict[str, Any]] = collate,
 ) -> DataLoader:
-    """A DataLoader whose order and worker seeds come from `generator` (reproducible); batches
-    from `collate_fn(samples, num_labels)` (`collate`, or `mscl.train.prefix.collate_prefix`
-    for cached prefix states)."""
+    """A DataLoader whose order, view seeds (`SeededViews`, for datasets that draw random views)
+    and worker seeds come from `generator` (reproducible); batches from `collate_fn(samples,
+    num_labels)` (`collate`, or `mscl.train.prefix.collate_prefix` for cached prefix states).
+    Workers persist across epochs, and batches are pinned for the copy to a GPU."""
+    order = torch.utils.data.RandomSampler(dataset, generator=generator) if shuffle else torch.utils.data.SequentialSampler(dataset)
+    seeds = generator
+    if getattr(dataset, "seeded_views", False) and getattr(dataset, "views", 1) > 1:
+        order = SeededViews(order, generator)
+        # The DataLoader draws its workers' base seed from its generator at each new iterator,
+        # which persistent workers skip after the first epoch: a generator of its own keeps
+        # those draws off the run's, whose stream then does not depend on the workers.
+        seeds = torch.Generator().manual_seed(generator.initial_seed())
     return DataLoader(
         dataset,
         batch_size=batch_size,
         collate_fn=functools.partial(collate_fn, num_labels=dataset.split.num_labels),
-        shuffle=shuffle,
+        sampler=order,
         drop_last=drop_last,
-        generator=generator,
+        generator=seeds,
         num_workers=num_workers,
+        persistent_workers=num_workers > 0,
         pin_memory=device.type == "cuda",
         worker_init_fn=_seed_worker if num_workers else None,
     )

@@ -14,7 +14,7 @@ from torch import Tensor, nn
 from tqdm import tqdm
 
 from mscl.train.augment import eval_views
-from mscl.train.data import Split, eval_dataset, make_loader
+from mscl.train.data import Split, eval_dataset, make_loader, worker_count
 from mscl.train.runtime import autocast
 from mscl.train.spec import RunSpec
 
@@ -39,7 +39,7 @@ def extract_features(
     cached prefix states when `cached` is given); with `label_wise` (PLM-ICD) the label
     vectors V [N, L, d] as float16 instead."""
     # The pretraining batch fits on the device with gradients for two views, so it fits here.
-    options = dict(shuffle=False, drop_last=False, generator=None, num_workers=spec.pretrain.num_workers, device=device)
+    options = dict(shuffle=False, drop_last=False, generator=None, num_workers=worker_count(spec.pretrain.num_workers, spec.modality), device=device)
     if cached is not None:
         from mscl.train.prefix import PrefixDataset, collate_prefix
 

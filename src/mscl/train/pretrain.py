@@ -53,7 +53,7 @@ from mscl.losses import PROTOTYPE_LOSSES, SupervisedBCE, build_loss
 from mscl.train.augment import color_views
 from mscl.train.features import VIEW_KEYS, extract_features, text_inputs
 from mscl.train.monitor import ridge_readout_map
-from mscl.train.data import TOKEN_DROP_RATE, Split, drop_tokens, load_split, make_loader, pretrain_dataset, standardize
+from mscl.train.data import TOKEN_DROP_RATE, Split, drop_tokens, load_split, make_loader, pretrain_dataset, standardize, worker_count
 from mscl.train.runtime import (
     autocast,
     capture_rng,
@@ -288,7 +288,7 @@ def training_loader(
     """Shuffled two-view batches of the train split; a top-layer text encoder with a prefix
     cache reads the cached states instead of the texts."""
     cfg = spec.pretrain
-    options = dict(shuffle=True, drop_last=True, generator=generator, num_workers=cfg.num_workers, device=device)
+    options = dict(shuffle=True, drop_last=True, generator=generator, num_workers=worker_count(cfg.num_workers, spec.modality), device=device)
     if prefix_cache is not None:
         from mscl.train.prefix import PrefixDataset, collate_prefix, load_prefix_cache
 

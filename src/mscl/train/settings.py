@@ -180,8 +180,10 @@ class PretrainSpec:
     # Tabular views: each standardised feature is zeroed (set to its train mean) with this
     # probability, independently per view: MulSupCon's vector augmentation (p = 0.5 on yeast).
     feature_mask_rate: float = _option(0.5, number_in(0.0, 1.0, high_open=True))
-    # 0 loads in the training process: deterministic and enough for the tiny demo data.
-    num_workers: int = _option(0, int_at_least(0))
+    # DataLoader workers. auto: one per torch thread (the job's `threads`) for image data, whose
+    # JPEG decoding and cropping starves a GPU on one core (docs/scale.md), none for text and
+    # tabular data; 0 loads in the training process. Views do not depend on it.
+    num_workers: Any = _option("auto", auto_or(int_at_least(0)))
     # null trains on every full batch; an integer caps steps (smoke runs, benchmarks).
     max_steps_per_epoch: Any = _option(None, null_or(int_at_least(1)))
     # auto: bf16 autocast on CUDA (paper: bf16 for Llama), fp32 on CPU (bf16 is slow there).
