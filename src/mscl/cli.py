@@ -537,6 +537,7 @@ def _bench_loader(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch-size", type=int, default=64, help="samples per batch, two views each (default 64)")
     parser.add_argument("--batches", type=int, default=10, help="timed batches per worker count (default 10)")
     parser.add_argument("--samples", type=int, default=200, help="samples timed part by part in this process (default 200)")
+    parser.add_argument("--target", type=int, default=3000, help="views/s a GPU consumes, to size the workers for (default 3,000: ResNet-50 bf16 on an H100)")
 
 
 @command("bench plm_icd", doc_of="mscl.bench.plm_icd")

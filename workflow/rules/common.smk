@@ -441,11 +441,29 @@ def run_spec(wildcards):
     return shlex.quote(json.dumps(spec, sort_keys=True))
 
 
+def per_dataset(amount, dataset):
+    """A resource's value for one dataset: the number itself, or the dataset's entry of a
+    {default: n, <dataset>: n} mapping (memory measured per dataset, docs/scale.md)."""
+    return amount.get(dataset, amount["default"]) if isinstance(amount, dict) else amount
+
+
 def encoder_resource(key):
-    """Resource function: the encoder's configured value (mem_mb grows with each retry)."""
+    """Resource function: the encoder's configured value for the job's dataset (mem_mb grows
+    with each retry)."""
 
     def value(wildcards, attempt):
-        amount = config["encoders"][wildcards.encoder]["resources"][key]
+        amount = per_dataset(config["encoders"][wildcards.encoder]["resources"][key], wildcards.dataset)
+        return amount * attempt if key == "mem_mb" else amount
+
+    return value
+
+
+def rule_resource(rule, key):
+    """Resource function of a job without an encoder (config `resources.<rule>`), per dataset;
+    mem_mb grows with each retry."""
+
+    def value(wildcards, attempt):
+        amount = per_dataset(config["resources"][rule][key], wildcards.dataset)
         return amount * attempt if key == "mem_mb" else amount
 
     return value

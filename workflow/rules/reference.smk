@@ -16,6 +16,9 @@ rule chance:
         f"{LOGS}/chance/{{dataset}}.log",
     benchmark:
         f"{BENCHMARKS}/chance/{{dataset}}.tsv"
+    resources:
+        mem_mb=rule_resource("chance", "mem_mb"),
+        runtime=rule_resource("chance", "runtime"),
     params:
         data=folder_of("input.data"),
         out=folder_of("output.metrics"),

@@ -5,12 +5,13 @@ ImageDataset, JPEG decode, random resized crop with Pillow, collate with the bat
 labels) over a prepared image manifest, by default `make-synthetic coco --scale 0.01` (about
 1,200 JPEGs of 500 x 375 px, 110 KB), at `--image-size` (224, the paper's). For each worker
 count it prints views per second after the workers' start (the first batch is not timed), and
-with 0 workers where one sample's time goes. The copy to a GPU (pinned memory, `non_blocking`)
+with 0 workers where one sample's CPU time goes, and the views/s of one busy core. The copy to a GPU (pinned memory, `non_blocking`)
 needs a GPU and is measured by the GPU check (docs/gpu.md). Figures only, never pass/fail.
 """
 
 from __future__ import annotations
 
+import math
 import shutil
 import statistics
 import sys
@@ -42,22 +43,23 @@ def views_per_second(dataset: ImageDataset, batch_size: int, workers: int, batch
 
 
 def sample_breakdown(dataset: ImageDataset, samples: int) -> list[tuple[str, float]]:
-    """Median milliseconds per sample of each part of a two-view item, in this process."""
+    """Median CPU milliseconds (this process's CPU time, so other load on the machine does not
+    count) per sample of each part of a two-view item, on one thread as in a worker."""
     times: dict[str, list[float]] = {"decode (open + RGB)": [], "two crops + resize": [], "collate (per sample)": []}
     generator = torch.Generator().manual_seed(0)
     items = []
     for index in range(samples):
-        started = time.perf_counter()
+        started = time.process_time()
         image = open_rgb(dataset.split.items[index])
-        decoded = time.perf_counter()
+        decoded = time.process_time()
         views = torch.stack([train_crop(image, dataset.image_size, CROP_SCALE_MIN, generator) for _ in range(2)])
         times["decode (open + RGB)"].append(decoded - started)
-        times["two crops + resize"].append(time.perf_counter() - decoded)
+        times["two crops + resize"].append(time.process_time() - decoded)
         items.append({"images": views, "label_ids": dataset.split.labels.ids(index)})
     for start in range(0, len(items) - 31, 32):
-        started = time.perf_counter()
+        started = time.process_time()
         collate(items[start : start + 32], dataset.split.num_labels)
-        times["collate (per sample)"].append((time.perf_counter() - started) / 32)
+        times["collate (per sample)"].append((time.process_time() - started) / 32)
     return [(part, statistics.median(values) * 1000) for part, values in times.items() if values]
 
 
@@ -75,8 +77,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         split = load_split(data, "train", read_labels(data), "image")
         dataset = ImageDataset(split, args.image_size, views=2, crop_scale_min=CROP_SCALE_MIN)
         print(f"bench loader: {data} ({len(split):,} train images), {args.image_size} px, batch {args.batch_size}, {torch.get_num_threads()} torch thread(s)")
-        for part, milliseconds in sample_breakdown(dataset, min(args.samples, len(split))):
-            print(f"  {part:<24} {milliseconds:7.2f} ms per sample")
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)  # as in a DataLoader worker
+        parts = sample_breakdown(dataset, min(args.samples, len(split)))
+        torch.set_num_threads(threads)
+        for part, milliseconds in parts:
+            print(f"  {part:<24} {milliseconds:7.2f} CPU ms per sample")
+        per_core = 2000 / sum(milliseconds for _, milliseconds in parts)
+        print(f"  one core: {per_core:.0f} views/s; {args.target:,} views/s take {math.ceil(args.target / per_core)} busy cores")
         for workers in args.workers:
             rate = views_per_second(dataset, args.batch_size, workers, args.batches)
             print(f"  {workers} worker(s): {rate:8.0f} views/s ({rate / max(workers, 1):6.0f} per worker)", flush=True)

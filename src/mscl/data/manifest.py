@@ -353,6 +353,19 @@ def read_split(data_dir: str | Path, split: str, columns: Sequence[str] | None =
     return frame
 
 
+def read_texts(data_dir: str | Path, split: str) -> list[str] | None:
+    """The `text` column of a prepared split as a list (None when it has none), read a batch of
+    rows at a time: at MIMIC-IV's size the column is gigabytes, and reading it whole held it
+    twice, as Arrow buffers and as Python strings (docs/scale.md)."""
+    handle = pq.ParquetFile(Path(data_dir) / f"{split}.parquet")
+    if "text" not in handle.schema_arrow.names:
+        return None
+    texts: list[str] = []
+    for batch in handle.iter_batches(columns=["text"], batch_size=4096):
+        texts.extend(batch.column(0).to_pylist())
+    return texts
+
+
 def read_split_with_content(data_dir: str | Path, split: str, content: str, fix: str) -> pd.DataFrame:
     """`read_split`, then the `content` column a conversion needs ("text" to embed, "path" to
     read images); `fix` names the kind of manifest to pass instead."""

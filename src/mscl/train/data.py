@@ -26,7 +26,7 @@ from PIL import Image
 from torch import Tensor
 from torch.utils.data import DataLoader, Dataset
 
-from mscl.data.manifest import read_split, read_stats, rebuild_fix
+from mscl.data.manifest import read_split, read_stats, read_texts, rebuild_fix
 from mscl.errors import InputError
 from mscl.train.augment import eval_crop, train_crop
 from mscl.train.labels import LabelMatrix
@@ -65,26 +65,26 @@ def load_split(data_dir: str | Path, split: str, vocabulary: Sequence[str], moda
     split's out-of-vocabulary occurrences), so that a hand-edited file cannot silently change
     what a run trains or scores."""
     path = Path(data_dir) / f"{split}.parquet"
-    frame = read_split(data_dir, split)
+    # Texts are read apart, a batch of rows at a time (`read_texts`): the column is GBs at MIMIC-IV's size.
+    frame = read_split(data_dir, split, columns=["id", "labels"] if modality == "text" else None)
     stats = read_stats(data_dir)
     content = CONTENT_COLUMN[modality]
-    if content not in frame.columns:
+    items = read_texts(data_dir, split) if modality == "text" else frame.get(content)
+    if items is None:
         raise InputError(
             path,
             f"the encoder reads {modality} but this manifest has no {content!r} column",
             "pair image encoders with image datasets and text encoders with text datasets",
         )
-    if modality == "text":
-        items = frame["text"].astype(str).tolist()
-    elif modality == "tabular":
-        items = torch.from_numpy(np.stack(frame["features"].to_numpy()).astype(np.float32))
+    if modality == "tabular":
+        items = torch.from_numpy(np.stack(items.to_numpy()).astype(np.float32))
         finite = torch.isfinite(items).all(dim=1)
         if not finite.all():
             sample = frame["id"].iloc[int((~finite).nonzero()[0])]
             raise InputError(path, f"sample {str(sample)[:40]!r} of split {split!r} has a NaN or infinite feature", rebuild_fix(data_dir), field="features")
-    else:
+    elif modality == "image":
         root = Path(stats.get("root", "."))
-        items = [str(root / path) for path in frame["path"]]
+        items = [str(root / path) for path in items]
     labels, ignored = LabelMatrix.from_label_lists(frame["labels"].tolist(), vocabulary)
     check_vocabulary(data_dir, split, stats, len(vocabulary), ignored)
     if not labels.any():

@@ -381,7 +381,7 @@ def write_test_scores(path: Path, split: Split, scores: np.ndarray, vocabulary: 
     """test_scores.parquet: id, gold label names, float32 scores per label (labels.txt order)."""
     names = np.asarray(vocabulary, dtype=object)
     gold = [names[split.labels.ids(row).cpu().numpy()].tolist() for row in range(len(split))]
-    flat = pa.array(scores.astype(np.float32).ravel(), type=pa.float32())
+    flat = pa.array(scores.astype(np.float32, copy=False).ravel(), type=pa.float32())  # no copy of a float32 [N, L]
     table = pa.table(
         {
             "id": pa.array(split.ids, type=pa.string()),
