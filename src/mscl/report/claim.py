@@ -98,12 +98,6 @@ def rank_and_permutation_p(d: np.ndarray) -> tuple[float, float]:
     return float(stats.wilcoxon(d).pvalue), float(permutation.pvalue)
 
 
-def smallest_rank_p(n: int) -> float:
-    """The smallest two-sided p the Wilcoxon signed-rank test can give with n pairs (all of one
-    sign): with 5 seeds 2/2^5 = 0.0625, so such a test can never be significant at 0.05."""
-    return float(stats.wilcoxon(np.arange(1.0, n + 1)).pvalue)
-
-
 def paired_statistics(differences: Sequence[float], margin: float) -> dict[str, float]:
     """n, mean, sd, 95% CI, two-sided paired t, Wilcoxon and permutation p and TOST p of paired
     differences (fractions)."""
@@ -569,7 +563,8 @@ def verdict_frame(tests: pd.DataFrame, batch_tests: pd.DataFrame, tail_tests: pd
 def robustness_sentence(verdicts: pd.DataFrame, alpha: float, margin: float) -> str:
     """Which verdicts the declared rule would give otherwise with the Wilcoxon or the permutation
     p (Holm-adjusted in the same family) in place of the t-test's; the verdicts stay the t-test's.
-    Rows with too few seeds for a rank or sign-flip test to reach alpha at all are counted apart."""
+    Rows with too few seeds for a rank or sign-flip test to reach alpha at all (its smallest p,
+    all n differences of one sign, is 2/2^n: 0.0625 with 5 seeds) are counted apart."""
     smallest = {int(n): min(rank_and_permutation_p(np.arange(1.0, n + 1))) for n in verdicts["n"].unique() if n >= 2}
     few = verdicts["n"].map(lambda n: smallest.get(int(n), math.nan) >= alpha)
     changes = []
