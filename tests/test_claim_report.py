@@ -3,6 +3,8 @@ families and verdicts, the data export (`mscl.report.claim_data`), and the gener
 
 from __future__ import annotations
 
+import functools
+import itertools
 import json
 import math
 from pathlib import Path
@@ -41,6 +43,11 @@ def test_paired_statistics_equal_scipys_paired_t_test_interval_and_two_one_sided
     lower = stats.ttest_1samp(d, -0.01, alternative="greater").pvalue
     upper = stats.ttest_1samp(d, 0.01, alternative="less").pvalue
     assert out["p_tost"] == pytest.approx(max(lower, upper))
+    # Beside the t-test: the Wilcoxon signed-rank p, and the exact permutation p by its definition,
+    # the share of all 2^10 sign flips of the differences whose |mean| is at least the observed one.
+    assert out["p_wilcoxon"] == pytest.approx(stats.wilcoxon(ours, theirs).pvalue)
+    flips = np.array(list(itertools.product((1, -1), repeat=d.size)))
+    assert out["p_permutation"] == pytest.approx(np.mean(np.abs(flips @ d) >= abs(d.sum()) * (1 - 1e-12)))
 
 
 def test_paired_statistics_edge_cases() -> None:
@@ -49,6 +56,10 @@ def test_paired_statistics_edge_cases() -> None:
     assert one["mean_diff"] == 0.02 and math.isnan(one["p"])
     same = paired_statistics([0.0, 0.0, 0.0], 0.01)  # Eq. 12 vs ANY: identical runs
     assert same["p"] == 1.0 and same["p_tost"] == 0.0 and same["ci_low"] == same["ci_high"] == 0.0
+    assert same["p_wilcoxon"] == same["p_permutation"] == 1.0
+    # With 5 seeds no two-sided rank or sign-flip p can go below 2/2^5, even when every difference has one sign.
+    five = paired_statistics([0.01, 0.02, 0.03, 0.04, 0.05], 0.01)
+    assert five["p_wilcoxon"] == five["p_permutation"] == 2 / 2**5 and five["p"] < 0.05
     shifted = paired_statistics([0.02, 0.02], 0.01)
     assert shifted["p"] == 0.0 and shifted["p_tost"] == 1.0
 
@@ -104,8 +115,10 @@ def test_primary_family_is_nine_comparisons_per_metric_with_the_protocols_verdic
     # Holm p reproducible from the paired differences with statsmodels over the stated family.
     from statsmodels.stats.multitest import multipletests
 
-    raw = [stats.ttest_rel(*(runs[(runs.dataset == r.dataset) & (runs.method == m) & (runs.split == "test")].sort_values("seed")["map"] for m in ("simdissim", r.comparison))).pvalue for r in primary.itertuples()]
-    assert np.allclose(primary["p_holm"], multipletests(raw, method="holm")[1])
+    pairs = [[runs[(runs.dataset == r.dataset) & (runs.method == m) & (runs.split == "test")].sort_values("seed")["map"] for m in ("simdissim", r.comparison)] for r in primary.itertuples()]
+    assert np.allclose(primary["p_holm"], multipletests([stats.ttest_rel(*pair).pvalue for pair in pairs], method="holm")[1])
+    assert np.allclose(primary["p_wilcoxon_holm"], multipletests([stats.wilcoxon(*pair).pvalue for pair in pairs], method="holm")[1])
+    assert np.allclose(primary["p_permutation_holm"], multipletests(primary["p_permutation"], method="holm")[1])
 
 
 def test_update_docs_rewrites_blocks_and_check_reports_differences(tmp_path: Path) -> None:
@@ -204,12 +217,24 @@ def test_export_keeps_the_schedule_check_apart_with_one_commit_per_group(tmp_pat
         export(main + mixed, [], {"yeast": stats_json}, tmp_path / "mixed")
 
 
-def schedule_frame(effects: dict[str, float], shift: float, epochs: int = 50, seeds=range(10)) -> pd.DataFrame:
-    """schedule.csv rows of fashion_mnist at a longer schedule: synthetic_runs' rows plus `shift`."""
-    runs = synthetic_runs(effects, datasets=("fashion_mnist",), seeds=seeds)
+def schedule_frame(effects: dict[str, float], shift: float, epochs: int = 50, seeds=range(10), dataset: str = "fashion_mnist", encoder: str = "resnet8-2x") -> pd.DataFrame:
+    """schedule.csv rows of one dataset at a longer schedule: synthetic_runs' rows plus `shift`."""
+    runs = synthetic_runs(effects, datasets=(dataset,), seeds=seeds)
     for metric in claim.METRICS:
         runs[metric] = runs[metric] + shift
-    return runs.assign(encoder="resnet8-2x", epochs=epochs)
+    return runs.assign(encoder=encoder, epochs=epochs)
+
+
+CORE_EFFECTS = {"simdissim": 0.0, "all": -0.03, "any": 0.03, "mulsupcon": 0.0}
+
+
+@functools.cache
+def core_runs_and_tests() -> tuple[pd.DataFrame, pd.DataFrame]:
+    """synthetic_runs of the four core methods (Sim-Dissim better than ALL, worse than ANY,
+    equivalent to MulSupCon on every dataset) and their tests, computed once for the tests that
+    only read them."""
+    runs = synthetic_runs(CORE_EFFECTS)
+    return runs, comparison_tests(runs, "simdissim", 0.05, 0.01)
 
 
 def test_the_schedule_check_repeats_the_primary_comparisons_and_names_a_changed_verdict() -> None:
@@ -254,11 +279,12 @@ def test_the_readme_says_trained_to_a_plateau_only_when_every_method_plateaued()
     assert "trained to a plateau" not in rising and "not all at a plateau" in rising
     assert "Fashion-MNIST canvases: ANY, Supervised BCE; Debtags: Supervised BCE" in rising and "0.5-1.7 points" in rising
     assert "Yeast" not in rising
-    runs = synthetic_runs({"simdissim": 0.0, "all": -0.03, "any": 0.03, "mulsupcon": 0.0})
-    tests = comparison_tests(runs, "simdissim", 0.05, 0.01)
+    runs, tests = core_runs_and_tests()
     one_rising = plateau({("fashion_mnist", "any"): 0.0168})
     assert claim.schedule_phrase(one_rising) in claim.readme_paragraph(tests, runs, one_rising, 0.01)
-    assert "schedules trained to a plateau and" in claim.readme_paragraph(tests, runs, flat, 0.01)
+    assert "schedules trained to a plateau and 10 fresh seeds per method, " in claim.readme_paragraph(tests, runs, flat, 0.01)
+    sweep = pd.concat([runs.assign(batch_size=64), synthetic_runs(CORE_EFFECTS, datasets=("yeast",), seeds=range(5)).assign(batch_size=32)])
+    assert "and 10 fresh seeds per method (5 in the batch-size sweep), " in claim.readme_paragraph(tests, runs, flat, 0.01, batch=sweep)
 
 
 
@@ -297,14 +323,13 @@ def test_the_resnet8_record_is_regenerated_from_its_own_data() -> None:
 def test_previous_data_counts_identical_reruns_and_names_each_changed_verdict(tmp_path: Path) -> None:
     """claim-report --previous: a dataset rerun by unchanged code matches value for value, a
     dataset in a new regime does not, and each primary mAP verdict that moved is named."""
-    effects = {"simdissim": 0.0, "all": -0.03, "any": 0.03, "mulsupcon": 0.0}
-    before = synthetic_runs(effects)
+    before, old_tests = core_runs_and_tests()
     after = before.copy()
     moved = after["dataset"] == "fashion_mnist"
     after.loc[moved & (after["method"] == "any"), list(claim.METRICS)] -= 0.06  # ANY: better than Sim-Dissim before, worse now
     after.loc[moved & (after["method"] != "any"), list(claim.METRICS)] += 1e-6  # every other value moves a little
     after["commit"] = "def"
-    old_tests, new_tests = comparison_tests(before, "simdissim", 0.05, 0.01), comparison_tests(after, "simdissim", 0.05, 0.01)
+    new_tests = comparison_tests(after, "simdissim", 0.05, 0.01)
     for name, frame in (("runs.csv", before), ("tests.csv", old_tests)):
         frame.to_csv(tmp_path / name, index=False)
     previous = claim.Previous.read(tmp_path)
@@ -346,8 +371,7 @@ def test_load_data_names_a_missing_or_malformed_file_and_reads_an_absent_schedul
 def test_a_schedule_check_of_one_rival_says_one_comparison_without_holm() -> None:
     """Amendment 4's shape: only ANY and Sim-Dissim at the longer schedule, so one comparison per
     metric; its Holm p is its p, and the sentences say one comparison, not 'Holm over 1'."""
-    main = synthetic_runs({"simdissim": 0.0, "all": -0.03, "any": 0.03, "mulsupcon": 0.0})
-    tests = comparison_tests(main, "simdissim", 0.05, 0.01)
+    main, tests = core_runs_and_tests()
     longer = schedule_frame({"simdissim": 0.0, "any": 0.0}, shift=0.02, epochs=300)
     checks = claim.schedule_tests(main, longer, "simdissim", 0.05, 0.01)
     rivals = checks[checks["family"] == "schedule"]
@@ -358,7 +382,7 @@ def test_a_schedule_check_of_one_rival_says_one_comparison_without_holm() -> Non
     sentence = claim.schedule_sentence(checks, plateau, changed, 0.01)
     assert "every rerun method plateaued" in sentence and "(test mAP, one comparison, so no Holm correction): its verdict differs from the one at the main schedule" in sentence
     assert "Holm over 1" not in sentence
-    assert "Fashion-MNIST canvases 300 epochs; 1 comparison): vs ANY worse became" in claim.schedule_check_phrase(tests, checks, longer)
+    assert "Fashion-MNIST canvases 300 epochs; 1 comparison): Fashion-MNIST canvases vs ANY worse became" in claim.schedule_check_phrase(tests, checks, longer)
 
 
 @pytest.mark.parametrize("data", ["claim", "claim/resnet8"])
@@ -370,8 +394,90 @@ def test_every_claim_figure_keeps_its_text_inside_the_figure(data: str) -> None:
     report = claim.compute_report(Path(__file__).resolve().parents[1] / "docs" / data, "simdissim", 0.05, 0.01)
     for name, draw in claim.report_figures(report, "simdissim").items():
         figure = draw()
-        figure.canvas.draw()
-        drawn = figure.get_tightbbox(figure.canvas.get_renderer())  # inches: everything drawn, titles included
-        width, height = figure.get_size_inches()
-        assert drawn.x0 >= -0.01 and drawn.y0 >= -0.01 and drawn.x1 <= width + 0.01 and drawn.y1 <= height + 0.01, (name, drawn.bounds, (width, height))
+        assert_drawn_inside(figure, name)
         plt.close(figure)
+
+
+def assert_drawn_inside(figure, name: str) -> None:
+    """Everything drawn (titles, labels, legends) lies inside the figure's page."""
+    figure.canvas.draw()
+    drawn = figure.get_tightbbox(figure.canvas.get_renderer())  # inches: everything drawn, titles included
+    width, height = figure.get_size_inches()
+    assert drawn.x0 >= -0.01 and drawn.y0 >= -0.01 and drawn.x1 <= width + 0.01 and drawn.y1 <= height + 0.01, (name, drawn.bounds, (width, height))
+
+
+def test_the_outcome_names_each_verdict_a_rank_or_permutation_test_would_change_and_each_small_gain() -> None:
+    """The declared verdicts stay the t-test's; the outcome names each one the same rule would
+    change with the Wilcoxon or permutation Holm p, apart for the outcome's verdicts and the other
+    metrics', counts those of too few seeds for such a test, and lists the small "better"s."""
+    def row(label, family, n, mean, ci_low, verdict, wilcoxon, permutation, tost, stated=True, context=""):
+        return dict(label=label, family=family, dataset="yeast", context=context, n=n, mean_diff=mean, ci_low=ci_low, ci_high=2 * mean - ci_low,
+                    verdict=verdict, p_holm=0.01, p_wilcoxon_holm=wilcoxon, p_permutation_holm=permutation, p_tost_holm=tost, stated=stated)  # fmt: skip
+
+    verdicts = pd.DataFrame([
+        row("A", "primary", 10, 0.02, 0.015, BETTER, 0.001, 0.002, 0.9),
+        row("B", "ablation", 10, 0.007, 0.002, BETTER, 0.06, 0.04, 0.3),
+        row("C", "reference", 10, 0.003, 0.001, BETTER, 0.08, 0.07, 0.01, stated=False),
+        row("D", "batch_size", 5, 0.03, 0.02, BETTER, 0.75, 0.75, 0.9, context="batch 32"),
+        row("E", "batch_size", 5, 0.001, -0.01, INCONCLUSIVE, 0.75, 0.75, 0.2, context="batch 32"),
+    ])  # fmt: skip
+    text = claim.robustness_sentence(verdicts, 0.05, 0.01)
+    assert "would change 1 of the verdicts above: B: better by the t-test, inconclusive by Wilcoxon, better by permutation (none in the primary test-mAP family)." in text
+    assert "In the tables of the other metrics it would change 1: C: better by the t-test, equivalent within ±1 point by both." in text
+    assert "With 5 seeds (Yeast batch 32) no two-sided rank or sign-flip test can reach p < 0.0625, so the better or worse verdicts there (1 of 2" in text
+    assert "D:" not in text and "A:" not in text
+    gains = claim.small_gains_sentence(verdicts, 0.01)
+    assert gains.endswith("the verdicts stay as declared): B +0.70 [+0.20, +1.20].")
+    assert "A " not in gains and "C " not in gains
+
+
+def test_a_schedule_check_of_several_datasets_is_tested_and_told_per_dataset() -> None:
+    """Amendment 6's shape: Fashion-MNIST at 300 epochs, yeast at 240 and debtags at 30, each a
+    Holm family of its own per metric (3 rivals), so no sentence says "Holm over 9"; every table,
+    sentence and the figure name each dataset with its own schedule."""
+    import matplotlib.pyplot as plt
+    from statsmodels.stats.multitest import multipletests
+
+    main, tests = core_runs_and_tests()
+    schedules = {"fashion_mnist": ("mlp-pixels-2x", 150), "yeast": ("mlp-2x", 120), "debtags": ("mlp-minilm-2x", 15)}
+    longer = pd.concat([  # ALL catches up on yeast only: better -> equivalent there (seeds 1-10: other noise than the main runs')
+        schedule_frame({**CORE_EFFECTS, "all": 0.0} if d == "yeast" else CORE_EFFECTS, 0.01, 2 * e, range(1, 11) if d == "yeast" else range(10), d, encoder)
+        for d, (encoder, e) in schedules.items()
+    ])  # fmt: skip
+    checks = claim.schedule_tests(main, longer, "simdissim", 0.05, 0.01)
+    rivals = checks[(checks["family"] == "schedule") & (checks["metric"] == "map")]
+    assert len(rivals) == 9 and (rivals["holm_family_size"] == 3).all()
+    for _, block in rivals.groupby("dataset"):
+        assert np.allclose(block["p_holm"], multipletests(block["p"], method="holm")[1])
+    assert rivals.groupby("dataset")["epochs"].first().to_dict() == {"fashion_mnist": 300, "yeast": 240, "debtags": 30}
+    doubling = checks[checks["family"] == "doubling"]
+    assert len(doubling) == 12 and (doubling["holm_family_size"] == 4).all()
+    changed = claim.changed_verdicts(tests, checks)
+    assert changed == [("yeast", "all", BETTER, equivalent(0.01), 240)]
+
+    def curves(epochs_of: dict[str, int], encoder: bool) -> pd.DataFrame:
+        return pd.DataFrame([
+            {"dataset": d, "method": m, "seed": 0, "epoch": epoch, "val_map_readout": 0.4 + epoch / 1e4, **({"encoder": schedules[d][0]} if encoder else {})}
+            for d, epochs in epochs_of.items() for m in CORE_EFFECTS for epoch in (epochs // 3, 2 * epochs // 3, epochs)
+        ])  # fmt: skip
+
+    main_curves, longer_curves = curves({d: e for d, (_, e) in schedules.items()}, False), curves({d: 2 * e for d, (_, e) in schedules.items()}, True)
+    longer_plateau = claim.schedule_plateau(longer_curves)
+    sentence = claim.schedule_sentence(checks, longer_plateau, changed, 0.01)
+    assert "(test mAP, Holm within each dataset, over its 3): better 2, worse 3, equivalent within ±1 point 4, inconclusive 0; 1 of 9 verdicts differ" in sentence
+    assert "Holm over 9" not in sentence
+    assert all(f"{name} ({epochs} epochs): Sim-Dissim " in sentence for name, epochs in (("Fashion-MNIST canvases", 300), ("Yeast", 240), ("Debtags", 30)))
+    table = claim.schedule_table(checks, longer_plateau, main, longer, claim.plateau_frame(main_curves))
+    assert "| Yeast | ALL | 120 → 240 |" in table and "| Debtags | Sim-Dissim | 15 → 30 |" in table and "| Fashion-MNIST canvases | ANY | 150 → 300 |" in table
+    verdict_rows = claim.schedule_verdicts_table(tests, checks).splitlines()[2:]
+    assert len(verdict_rows) == 9 and [r for r in verdict_rows if r.endswith("| no |")][0].startswith("| Yeast (240 epochs) | ALL |")
+    phrase = claim.schedule_check_phrase(tests, checks, longer)
+    assert "Fashion-MNIST canvases 300 epochs, Yeast 240 epochs, Debtags 30 epochs; 9 comparisons): Yeast vs ALL better became equivalent" in phrase
+    assert "Yeast 10 seeds x 4 methods, Fashion-MNIST canvases 10 seeds x 4 methods, Debtags 10 seeds x 4 methods." in claim.provenance_sentence(main, longer)
+    labels = claim.verdict_frame(tests, pd.DataFrame(), pd.DataFrame(), checks)["label"]
+    assert {"Yeast vs ALL (240 epochs, mAP)", "Debtags vs ANY (30 epochs, Micro-F1)"} <= set(labels)
+    figure = claim.schedule_figure(main_curves, longer_curves)
+    assert [ax.get_title() for ax in figure.axes] == ["Yeast (1 seeds)", "Fashion-MNIST canvases (1 seeds)", "Debtags (1 seeds)"]
+    assert_drawn_inside(figure, "claim_schedule")
+    plt.close(figure)
+

@@ -21,7 +21,10 @@ another method on one dataset and one test metric, paired by seed:
   (alpha / family size) detects with 80% power, given n and the observed sd (statsmodels
   TTestPower);
 - verdict: "better" / "worse" when p_holm < alpha (by the sign of d); else "equivalent within
-  +-m points" when p_tost_holm < alpha; else "inconclusive". Never "tie".
+  +-m points" when p_tost_holm < alpha; else "inconclusive". Never "tie". The verdict rule is the
+  declared one (the t-test); the outcome names each verdict that the same rule with a rank or
+  permutation p in place of the t-test's would change, and each significant difference whose CI
+  reaches inside the margin.
 
 The schedule check (Amendments 2, 4 and 5; schedule.csv, schedule_convergence.csv) repeats the primary
 comparisons of the datasets it reran at a longer schedule (family `schedule`, Holm per dataset
@@ -68,8 +71,11 @@ CONFIDENCE = 0.95
 BETTER, WORSE, INCONCLUSIVE = "better", "worse", "inconclusive"
 TEST_COLUMNS = (
     "dataset", "comparison", "metric", "family", "n", "mean_diff", "sd_diff", "ci_low", "ci_high", "p", "p_holm",
+    "p_wilcoxon", "p_wilcoxon_holm", "p_permutation", "p_permutation_holm",
     "holm_family_size", "margin", "p_tost", "p_tost_holm", "mde80", "verdict",
 )  # fmt: skip
+# The tests that assume no normality, beside the t-test: their Holm-adjusted p column and name.
+RANK_TESTS = {"p_wilcoxon_holm": "Wilcoxon", "p_permutation_holm": "permutation"}
 # The schedule check's files (Amendments 2 and 4): absent from data exported before it, read as empty.
 OPTIONAL_DATA_FILES = {"schedule.csv": SCHEDULE_COLUMNS, "schedule_convergence.csv": SCHEDULE_CONVERGENCE_COLUMNS}
 SCHEDULE_TEST_COLUMNS = ("dataset", "encoder", "epochs", *TEST_COLUMNS[1:])
@@ -83,18 +89,29 @@ def equivalent(margin: float) -> str:
 # -------------------------------------------------------------------------- statistics
 
 
+def rank_and_permutation_p(d: np.ndarray) -> tuple[float, float]:
+    """Two-sided p of the Wilcoxon signed-rank test and of the exact paired-permutation test
+    (the mean difference against all 2^n sign flips) of differences `d` (n >= 2)."""
+    if not d.any():  # no difference at all (scipy's Wilcoxon warns on it): every flip is the same
+        return 1.0, 1.0
+    permutation = stats.permutation_test((d,), np.mean, permutation_type="samples", n_resamples=np.inf, vectorized=True)
+    return float(stats.wilcoxon(d).pvalue), float(permutation.pvalue)
+
+
 def paired_statistics(differences: Sequence[float], margin: float) -> dict[str, float]:
-    """n, mean, sd, 95% CI, two-sided paired t p and TOST p of paired differences (fractions)."""
+    """n, mean, sd, 95% CI, two-sided paired t, Wilcoxon and permutation p and TOST p of paired
+    differences (fractions)."""
     from statsmodels.stats.weightstats import ttost_paired
 
     d = np.asarray(differences, dtype=np.float64)
     n = int(d.size)
-    out = dict(n=n, mean_diff=math.nan, sd_diff=math.nan, ci_low=math.nan, ci_high=math.nan, p=math.nan, p_tost=math.nan)
+    out = dict(n=n, mean_diff=math.nan, sd_diff=math.nan, ci_low=math.nan, ci_high=math.nan, p=math.nan, p_tost=math.nan, p_wilcoxon=math.nan, p_permutation=math.nan)
     if n == 0:
         return out
     out["mean_diff"] = mean = float(d.mean())
     if n < 2:
         return out
+    out["p_wilcoxon"], out["p_permutation"] = rank_and_permutation_p(d)
     out["sd_diff"] = sd = float(d.std(ddof=1))
     if sd == 0:  # identical differences: no spread to test against
         out.update(ci_low=mean, ci_high=mean, p=1.0 if mean == 0 else 0.0, p_tost=0.0 if abs(mean) < margin else 1.0)
@@ -107,14 +124,25 @@ def paired_statistics(differences: Sequence[float], margin: float) -> dict[str, 
 
 
 def holm(pvalues: Sequence[float]) -> np.ndarray:
-    """Holm-adjusted p (statsmodels); NaN entries stay NaN and are not counted."""
+    """Holm-adjusted p (statsmodels); NaN entries stay NaN and are not counted.
+
+    statsmodels' Holm branch ends with a full `gc.collect()`, which costs a tenth of a second
+    in a process that holds pandas, scipy and matplotlib, at every one of the report's ~90
+    calls. The objects alive before the call are frozen for its duration (`gc.freeze`), so
+    that collection looks only at the call's own; they are unfrozen right after."""
+    import gc
+
     from statsmodels.stats.multitest import multipletests
 
     p = np.asarray(pvalues, dtype=np.float64)
     adjusted = np.full(p.shape, math.nan)
     finite = np.isfinite(p)
     if finite.any():
-        adjusted[finite] = multipletests(p[finite], method="holm")[1]
+        gc.freeze()
+        try:
+            adjusted[finite] = multipletests(p[finite], method="holm")[1]
+        finally:
+            gc.unfreeze()
     return adjusted
 
 
@@ -140,16 +168,18 @@ def verdict(mean_diff: float, p_holm: float, p_tost_holm: float, alpha: float, m
 
 
 def adjust_families(frame: pd.DataFrame, alpha: float, margin: float, family_keys: Sequence[str]) -> pd.DataFrame:
-    """Holm (t-test and TOST p), family size, mde80 and verdict per family = `family_keys` values."""
+    """Holm (t-test, rank, permutation and TOST p), family size, mde80 and verdict per family =
+    `family_keys` values."""
     frame = frame.copy()
-    for column in ("p_holm", "p_tost_holm", "mde80"):
+    adjusted = {"p_holm": "p", "p_wilcoxon_holm": "p_wilcoxon", "p_permutation_holm": "p_permutation", "p_tost_holm": "p_tost"}
+    for column in (*adjusted, "mde80"):
         frame[column] = math.nan
     frame["holm_family_size"] = 0
     for _, family in frame.groupby(list(family_keys), sort=False):
         index = family.index
         size = int(np.isfinite(frame.loc[index, "p"].to_numpy(dtype=float)).sum())
-        frame.loc[index, "p_holm"] = holm(frame.loc[index, "p"].to_numpy(dtype=float))
-        frame.loc[index, "p_tost_holm"] = holm(frame.loc[index, "p_tost"].to_numpy(dtype=float))
+        for column, raw in adjusted.items():
+            frame.loc[index, column] = holm(frame.loc[index, raw].to_numpy(dtype=float))
         frame.loc[index, "holm_family_size"] = size
         frame.loc[index, "mde80"] = [minimum_detectable_difference(int(r.n), r.sd_diff, alpha / max(size, 1)) for r in frame.loc[index].itertuples()]
     frame["margin"] = margin
@@ -432,6 +462,18 @@ def convergence_table(plateau: pd.DataFrame) -> str:
     return table(["Dataset", "Method", "Epochs", "Readout at 2/3", "Readout at end", "Gain over last third", "Seeds"], rows, "llrrrrr")
 
 
+def holm_scope(frame: pd.DataFrame) -> str:
+    """Which Holm correction the rows of `frame` (one metric) had: "Holm over 12" when they are
+    one family, "Holm within each dataset, over its 3" when each dataset is a family of its own
+    (the schedule check of several datasets), "one comparison per dataset, so no Holm correction"."""
+    sizes = sorted({int(size) for size in frame["holm_family_size"]})
+    if sizes == [len(frame)]:
+        return f"Holm over {len(frame)}"
+    if sizes == [1]:
+        return "one comparison per dataset, so no Holm correction"
+    return f"Holm within each dataset, over its {' or '.join(str(size) for size in sizes)}"
+
+
 def count_verdicts(frame: pd.DataFrame, margin: float) -> str:
     labels = (BETTER, WORSE, equivalent(margin), INCONCLUSIVE)
     counts = {label: int((frame["verdict"] == label).sum()) for label in labels}
@@ -468,7 +510,7 @@ def batch_sentence(batch_tests: pd.DataFrame, margin: float) -> str:
     datasets = ", ".join(dataset_name(d) for d in frame["dataset"].unique())
     robust = (frame["verdict"] == BETTER).all()
     return (
-        f"**Batch size ({datasets}; {sizes}; test mAP, Holm over {len(frame)}).** Sim-Dissim "
+        f"**Batch size ({datasets}; {sizes}; test mAP, {holm_scope(frame)}).** Sim-Dissim "
         f"{'is better than every rival at every batch size' if robust else 'is not better than every rival at every batch size'}: "
         f"{count_verdicts(frame, margin)}. {per_size}."
     )
@@ -495,6 +537,73 @@ def ablation_sentence(tests: pd.DataFrame, margin: float) -> str:
         return "**Ablation.** Not run."
     detail = "; ".join(f"{dataset_name(r.dataset)} vs {method_name(r.comparison)} {points(r.mean_diff, 2, True)} ({r.verdict})" for r in frame.itertuples())
     return f"**Ablation (test mAP, Sim-Dissim minus Sim only / Dissim only, Holm over {len(frame)}).** {count_verdicts(frame, margin)}. {detail}."
+
+
+def verdict_frame(tests: pd.DataFrame, batch_tests: pd.DataFrame, tail_tests: pd.DataFrame, checks: pd.DataFrame) -> pd.DataFrame:
+    """Every verdict of the statistics files, one row each, with a `label` that names it (dataset,
+    rival, family context, metric) and `stated`: whether the outcome states it (the primary and
+    ablation families, the batch sizes and the schedule check on test mAP, the long tail on
+    macro-F1), or it stands only in a table of another metric."""
+    where = {"primary": "", "ablation": "ablation", "reference": "reference"}
+    parts = [
+        tests.assign(context=tests["family"].map(where), stated=tests["family"].isin(["primary", "ablation"]) & (tests["metric"] == HEADLINE)),
+        tail_tests.assign(context="long tail", stated=tail_tests["metric"] == "macro_f1") if not tail_tests.empty else None,
+        batch_tests.assign(context="batch " + batch_tests["batch_size"].astype(str), stated=batch_tests["metric"] == HEADLINE) if not batch_tests.empty else None,
+    ]  # fmt: skip
+    rivals = checks[checks["family"] == "schedule"] if not checks.empty else checks
+    if not rivals.empty:
+        parts.append(rivals.assign(context=rivals["epochs"].astype(int).astype(str) + " epochs", stated=rivals["metric"] == HEADLINE))
+    frame = pd.concat([part for part in parts if part is not None], ignore_index=True)
+    frame["label"] = [
+        f"{dataset_name(r.dataset)} vs {method_name(r.comparison)} ({', '.join(x for x in (r.context, metric_name(r.metric)) if x)})" for r in frame.itertuples()
+    ]  # fmt: skip
+    return frame
+
+
+def robustness_sentence(verdicts: pd.DataFrame, alpha: float, margin: float) -> str:
+    """Which verdicts the declared rule would give otherwise with the Wilcoxon or the permutation
+    p (Holm-adjusted in the same family) in place of the t-test's; the verdicts stay the t-test's.
+    Rows with too few seeds for a rank or sign-flip test to reach alpha at all (its smallest p,
+    all n differences of one sign, is 2/2^n: 0.0625 with 5 seeds) are counted apart."""
+    smallest = {int(n): min(rank_and_permutation_p(np.arange(1.0, n + 1))) for n in verdicts["n"].unique() if n >= 2}
+    few = verdicts["n"].map(lambda n: smallest.get(int(n), math.nan) >= alpha)
+    changes = []
+    for r in verdicts[~few].itertuples():
+        others = {name: verdict(r.mean_diff, getattr(r, column), r.p_tost_holm, alpha, margin) for column, name in RANK_TESTS.items()}
+        if any(other != r.verdict for other in others.values()):
+            same = len(set(others.values())) == 1
+            changes.append((r, f"{next(iter(others.values()))} by both" if same else ", ".join(f"{other} by {name}" for name, other in others.items())))
+
+    def listed(rows: list) -> str:
+        return "; ".join(f"{r.label}: {r.verdict} by the t-test, {others}" for r, others in rows) if rows else "none"
+
+    stated = [(r, others) for r, others in changes if r.stated]
+    primary = [r for r, _ in stated if r.family == "primary"]
+    text = (
+        f"**Rank and permutation tests.** With the two-sided Wilcoxon signed-rank or the exact sign-flip permutation p (Holm-adjusted in "
+        f"the same families) in place of the t-test's, the declared rule would change {len(stated)} of the verdicts above: {listed(stated)}"
+        f"{'' if primary else ' (none in the primary test-mAP family)'}. In the tables of the other metrics it would change "
+        f"{len(changes) - len(stated)}: {listed([c for c in changes if not c[0].stated])}."
+    )
+    for n, block in verdicts[few].groupby("n"):
+        significant = block[block["verdict"].isin([BETTER, WORSE])]
+        contexts = "; ".join(f"{dataset_name(d)} {', '.join(dict.fromkeys(rows['context']))}" for d, rows in block.groupby("dataset", sort=False))
+        text += (
+            f" With {int(n)} seeds ({contexts}) no two-sided rank or sign-flip test can reach p < {smallest[int(n)]:.4g}, so the "
+            f"better or worse verdicts there ({len(significant)} of {len(block)}, every metric) rest on the t-test alone."
+        )
+    return text + " The verdicts stay the t-test's, as declared."
+
+
+def small_gains_sentence(verdicts: pd.DataFrame, margin: float) -> str:
+    """The "better" verdicts the outcome states whose 95% CI reaches inside the equivalence
+    margin: significant, but a gain smaller than the margin is not ruled out."""
+    small = verdicts[verdicts["stated"] & (verdicts["verdict"] == BETTER) & (verdicts["ci_low"] < margin)]
+    listed = "; ".join(f"{r.label} {difference_cell(r)}" for r in small.itertuples()) or "none"
+    return (
+        f"**Small gains.** The \"better\" verdicts above whose 95% CI reaches inside the ±{margin * 100:g} point margin, so that a gain "
+        f"smaller than the margin is not ruled out (the verdicts stay as declared): {listed}."
+    )
 
 
 def eq12_sentence(identity: Sequence[Mapping[str, Any]]) -> str:
@@ -565,7 +674,7 @@ def schedule_sentence(checks: pd.DataFrame, plateau: pd.DataFrame, changed: Sequ
             held = f" Sim-Dissim minus its rival at the longer schedule (test mAP, one comparison, so no Holm correction): {outcome}. {detail}."
         else:
             outcome = "every verdict is the one at the main schedule" if not changed else f"{len(changed)} of {len(rivals)} verdicts differ from those at the main schedule"
-            held = f" Sim-Dissim minus each rival at the longer schedule (test mAP, Holm over {len(rivals)}): {count_verdicts(rivals, margin)}; {outcome}. {detail}."
+            held = f" Sim-Dissim minus each rival at the longer schedule (test mAP, {holm_scope(rivals)}): {count_verdicts(rivals, margin)}; {outcome}. {detail}."
     return (
         f"**Schedule check (longer schedules, each method's setting from the first).** At the longer schedule {state}. "
         f"Test mAP gained by the longer schedule, paired by seed: {gains}.{held}"
@@ -675,8 +784,8 @@ def provenance_sentence(runs: pd.DataFrame, schedule: pd.DataFrame) -> str:
 
 
 def blocks(
-    frames: Mapping[str, pd.DataFrame], tests: pd.DataFrame, batch_tests: pd.DataFrame, tail_tests: pd.DataFrame, checks: pd.DataFrame, margin: float, cost: str,
-    previous: Previous | None = None,
+    frames: Mapping[str, pd.DataFrame], tests: pd.DataFrame, batch_tests: pd.DataFrame, tail_tests: pd.DataFrame, checks: pd.DataFrame,
+    alpha: float, margin: float, cost: str, previous: Previous | None = None,
 ) -> dict[str, str]:  # fmt: skip
     """Every generated section, by block name (the docs' markers); `checks` are schedule_tests;
     with `previous`, the outcome compares these data with an earlier published folder."""
@@ -684,11 +793,12 @@ def blocks(
     plateau = plateau_frame(frames["convergence"])
     longer_plateau = schedule_plateau(frames["schedule_convergence"])
     changed = changed_verdicts(tests, checks)
+    verdicts = verdict_frame(tests, batch_tests, tail_tests, checks)
     outcome = [
         bce_sentence(bce_check(runs, margin)), convergence_sentence(plateau), schedule_sentence(checks, longer_plateau, changed, margin),
         probe_sentence(frames["probes"]), headline_sentence(tests, margin, changed),
         batch_sentence(batch_tests, margin), long_tail_sentence(tail_tests, margin), ablation_sentence(tests, margin),
-        eq12_sentence(eq12_identity(runs)),
+        robustness_sentence(verdicts, alpha, margin), small_gains_sentence(verdicts, margin), eq12_sentence(eq12_identity(runs)),
     ] + ([previous_sentence(tests, runs, previous)] if previous is not None else [])  # fmt: skip
     schedule_rivals = checks[checks["family"] == "schedule"]
     primary = tests[tests["family"] == "primary"]
@@ -702,7 +812,7 @@ def blocks(
     return {
         "provenance": provenance_sentence(runs, frames["schedule"]) + "\n",
         "outcome": "\n\n".join(f"- {sentence}" for sentence in outcome) + "\n",
-        "readme": readme_paragraph(tests, runs, plateau, margin, checks, frames["schedule"]),
+        "readme": readme_paragraph(tests, runs, plateau, margin, checks, frames["schedule"], frames["batch_size"]),
         "summary": summary_table(runs),
         "primary": comparisons_table(primary, METRICS),
         "secondary": comparisons_table(tests[tests["family"] != "primary"], METRICS),
@@ -719,14 +829,29 @@ def blocks(
     }
 
 
-def readme_paragraph(tests: pd.DataFrame, runs: pd.DataFrame, plateau: pd.DataFrame, margin: float, checks: pd.DataFrame | None = None, schedule: pd.DataFrame | None = None) -> str:
+def seeds_phrase(runs: pd.DataFrame, batch: pd.DataFrame | None = None) -> str:
+    """How many fresh test seeds each method ran ("10 fresh seeds per method", or "10-12 ..."),
+    and the batch-size sweep's count when it ran fewer."""
+    def counts(frame: pd.DataFrame, keys: list[str]) -> pd.Series:
+        return frame[frame["split"] == "test"].groupby(keys)["seed"].nunique()
+
+    main = counts(runs, ["dataset", "method"])
+    text = f"{main.min()}" if main.min() == main.max() else f"{main.min()}-{main.max()}"
+    sweep = counts(batch, ["dataset", "method", "batch_size"]) if batch is not None and not batch.empty else main
+    return f"{text} fresh seeds per method" + (f" ({sweep.min()} in the batch-size sweep)" if sweep.min() < main.min() else "")
+
+
+def readme_paragraph(
+    tests: pd.DataFrame, runs: pd.DataFrame, plateau: pd.DataFrame, margin: float, checks: pd.DataFrame | None = None,
+    schedule: pd.DataFrame | None = None, batch: pd.DataFrame | None = None,
+) -> str:  # fmt: skip
     primary = tests[(tests["family"] == "primary") & (tests["metric"] == HEADLINE)]
     commits = sorted(runs["commit"].astype(str).unique())
     better = int((primary["verdict"] == BETTER).sum())
     consistent = better == len(primary) and len(primary) > 0
     return (
         f"**Outcome (commit `{commits[0][:12] if len(commits) == 1 else 'mixed'}`):** with equal tuning per method, "
-        f"{schedule_phrase(plateau)} and {int(runs[runs['split'] == 'test'].groupby(['dataset', 'method'])['seed'].nunique().min())}+ fresh seeds per method, "
+        f"{schedule_phrase(plateau)} and {seeds_phrase(runs, batch)}, "
         f"Sim-Dissim {'does' if consistent else 'does not'} consistently outperform ALL, ANY and MulSupCon on these data. "
         f"Of the {len(primary)} primary comparisons on test mAP (Holm-corrected): {count_verdicts(primary, margin)}. "
         f"{schedule_check_phrase(tests, checks, schedule)}"
@@ -743,7 +868,7 @@ def schedule_check_phrase(tests: pd.DataFrame, checks: pd.DataFrame | None, sche
     if rivals.empty:
         return ""
     changed = changed_verdicts(tests, checks)
-    held = "every verdict held" if not changed else "; ".join(f"vs {method_name(rival)} {main} became {longer}" for _, rival, main, longer, _ in changed)
+    held = "every verdict held" if not changed else "; ".join(f"{dataset_name(d)} vs {method_name(rival)} {main} became {longer}" for d, rival, main, longer, _ in changed)
     which = f"{made_by(schedule)}, " if schedule is not None and not schedule.empty else ""
     epochs = ", ".join(f"{dataset_name(d)} {int(e)} epochs" for d, e in rivals.groupby("dataset", sort=False)["epochs"].first().items())
     return f"Rerun at a longer schedule ({which}{epochs}; {len(rivals)} comparison{'s' * (len(rivals) != 1)}): {held}. "
@@ -954,7 +1079,7 @@ def compute_report(data_dir: Path, reference: str, alpha: float, margin: float, 
     batch_tests = batch_size_tests(frames["batch_size"], reference, alpha, margin)
     tail_tests = long_tail_tests(frames["buckets"], reference, alpha, margin)
     checks = schedule_tests(frames["runs"], frames["schedule"], reference, alpha, margin)
-    generated = blocks(frames, tests, batch_tests, tail_tests, checks, margin, cost_block(data_dir), previous)
+    generated = blocks(frames, tests, batch_tests, tail_tests, checks, alpha, margin, cost_block(data_dir), previous)
     return Report(frames, tests, batch_tests, tail_tests, checks, generated)
 
 
