@@ -24,7 +24,7 @@ import numpy as np
 import torch
 from PIL import Image
 from torch import Tensor
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import BatchSampler, DataLoader, Dataset, RandomSampler, Sampler, SequentialSampler
 
 from mscl.data.manifest import read_split, read_stats, rebuild_fix
 from mscl.errors import InputError
@@ -223,11 +223,37 @@ def collate(samples: list[dict[str, Any]], num_labels: int) -> dict[str, Any]:
     return batch
 
 
-def _seed_worker(worker_id: int) -> None:
-    """Seed python/numpy in a worker from its torch seed (torch derives that from the generator)."""
+def _seed_worker(worker_id: int, rank: int = 0) -> None:
+    """Seed python/numpy in a worker from its torch seed (torch derives that from the generator).
+    Every rank of a distributed run draws the same base seed from its (shared) generator, so a
+    worker of rank r > 0 first moves its torch seed to one derived from (seed, r): otherwise
+    worker k of every rank would crop and mask its samples exactly as worker k of rank 0."""
     seed = torch.initial_seed() % 2**32
+    if rank:
+        seed = int(np.random.SeedSequence([seed, rank]).generate_state(1)[0])
+        torch.manual_seed(seed)
     random.seed(seed)
     np.random.seed(seed)
+
+
+class RankSlices(Sampler[list[int]]):
+    """Rank `rank`'s share of every batch of `batches`: the contiguous slice rank*b..(rank+1)*b-1
+    with b = batch size / world_size. Every rank draws the same global batches (the same
+    sampler and generator state), so the ranks' slices, concatenated in rank order, are the
+    single-process batch. (torch's DistributedSampler would instead deal one permutation,
+    seeded by seed + epoch, round-robin over the ranks: other global batches than one process
+    draws, and other ones again for every number of processes.)"""
+
+    def __init__(self, batches: BatchSampler, rank: int, world_size: int):
+        self.batches, self.rank, self.world_size = batches, rank, world_size
+        self.size = batches.batch_size // world_size
+
+    def __iter__(self):
+        for batch in self.batches:
+            yield batch[self.rank * self.size : (self.rank + 1) * self.size]
+
+    def __len__(self) -> int:
+        return len(self.batches)
 
 
 def make_loader(
@@ -240,20 +266,26 @@ def make_loader(
     num_workers: int,
     device: torch.device,
     collate_fn: Callable[..., dict[str, Any]] = collate,
+    rank: int = 0,
+    world_size: int = 1,
 ) -> DataLoader:
     """A DataLoader whose order and worker seeds come from `generator` (reproducible); batches
     from `collate_fn(samples, num_labels)` (`collate`, or `mscl.train.prefix.collate_prefix`
-    for cached prefix states)."""
+    for cached prefix states). With world_size > 1, `batch_size` is the global batch and this
+    rank loads its slice of each (`RankSlices`)."""
+    if world_size > 1:
+        order = RandomSampler(dataset, generator=generator) if shuffle else SequentialSampler(dataset)
+        batching: dict[str, Any] = {"batch_sampler": RankSlices(BatchSampler(order, batch_size, drop_last), rank, world_size)}
+    else:
+        batching = {"batch_size": batch_size, "shuffle": shuffle, "drop_last": drop_last}
     return DataLoader(
         dataset,
-        batch_size=batch_size,
+        **batching,
         collate_fn=functools.partial(collate_fn, num_labels=dataset.split.num_labels),
-        shuffle=shuffle,
-        drop_last=drop_last,
         generator=generator,
         num_workers=num_workers,
         pin_memory=device.type == "cuda",
-        worker_init_fn=_seed_worker if num_workers else None,
+        worker_init_fn=functools.partial(_seed_worker, rank=rank) if num_workers else None,
     )
 
 
