@@ -60,12 +60,10 @@ from typing import Callable, Mapping, Sequence
 
 from mscl import cli
 from mscl.interrupt import GRACE_SECONDS, alive
+from mscl.train.launch import RANK_VARIABLES  # torchrun's: ranks are never served (`delegate`)
 from mscl.usage import usage_line
 
 SOCKET_ENV = "MSCL_JOB_SERVER"
-# Set by torchrun in every rank of a distributed run (mscl.train.distributed reads them too).
-# Ranks are never served (`delegate`).
-RANK_VARIABLES = ("RANK", "WORLD_SIZE", "LOCAL_RANK")
 SERVED_COMMANDS = frozenset({"pretrain", "probe", "cache-prefix"})
 # What a training job imports; the worker imports anything else itself.
 PRELOAD = (

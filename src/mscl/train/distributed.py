@@ -36,9 +36,7 @@ import torch
 from torch import Tensor
 
 from mscl.errors import InputError
-# torchrun's per-process variables (any launcher that sets them is treated alike), defined
-# beside the job server, which must know a rank without importing torch.
-from mscl.jobserver import RANK_VARIABLES
+from mscl.train.launch import RANK_VARIABLES
 # How long a rank waits in a collective for the others. Rank 0 alone writes checkpoints and
 # runs the convergence monitor between steps (a pass over train and val), so the others may
 # wait minutes; NCCL's default of 10 minutes is too short for a large model's monitor.

@@ -21,6 +21,10 @@ import os
 from typing import Any, Mapping
 
 ENCODER_GPUS_ENV = "MSCL_ENCODER_GPUS"
+# What torchrun sets in each process it starts (any launcher that sets them is treated alike):
+# `mscl.train.distributed` reads the rank from them, and the job server never serves a process
+# that has them.
+RANK_VARIABLES = ("RANK", "WORLD_SIZE", "LOCAL_RANK")
 
 
 def pretrain_command(gpus: int) -> str:

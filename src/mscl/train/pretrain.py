@@ -36,6 +36,7 @@ rank 0's checkpoint.
 
 from __future__ import annotations
 
+import argparse
 import math
 import os
 import sys
@@ -567,7 +568,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         distributed.stop(ranks)
 
 
-def run(args: Any, spec: RunSpec, vocabulary: list[str], train: Split, device: torch.device, ranks: Ranks, checkpoint_interval_s: float) -> int:
+def run(args: argparse.Namespace, spec: RunSpec, vocabulary: list[str], train: Split, device: torch.device, ranks: Ranks, checkpoint_interval_s: float) -> int:
     """Pretrain as rank `ranks.rank` of `ranks.world_size` processes (one: the usual run)."""
     cfg = spec.pretrain
     precision = resolve_precision(cfg.precision, device)
