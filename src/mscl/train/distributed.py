@@ -173,7 +173,7 @@ def gather_labels(labels: Tensor, group: object = None) -> Tensor:
     torch.distributed.all_gather_into_tensor(gathered_sizes, sizes, group=group)
     gathered_sizes = gathered_sizes.view(world_size, -1)
     lengths, counts = gathered_sizes[:, :-1].reshape(-1), gathered_sizes[:, -1].tolist()
-    longest = max(counts)
+    longest = max(max(counts), 1)  # at least one slot: a global batch without any label still gathers
     parts = []
     for tensor in (columns, values):
         padded = torch.zeros(longest, dtype=tensor.dtype, device=tensor.device)
