@@ -1,8 +1,9 @@
 """The SLURM workflow profiles: what every job of the paper grid asks the scheduler for.
 
 Dry runs of config/paper.yaml through workflow/profiles/slurm and workflow/profiles/slurm-gres
-print each job's resolved resources; the tests read them back. The real submission (sbatch on a
-live SLURM cluster) is checked by .ci/slurm_check.sh.
+print each job's resolved resources and shell command; the tests read them back. In these runs
+Llama-3.1-8B has 2 GPUs (`TWO_GPUS`): its pretrain jobs are distributed (DDP) runs under torchrun.
+The real submission (sbatch on a live SLURM cluster) is checked by .ci/slurm_check.sh.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ SITE_PLACEHOLDERS = {"slurm_account": "CHANGE_ME_account", "cpu": "CHANGE_ME_cpu
 # Any --cores above every encoder's threads: a dry run caps threads at --cores, a cluster run
 # (non-local executor) does not, and cpus_per_gpu is derived from threads.
 DRY_RUN_CORES = "64"
+# Layered over config/paper.yaml: one encoder pretrains on 2 GPUs (resources.gpu).
+TWO_GPUS = {"encoders": {"llama-3.1-8b": {"resources": {"gpu": 2}}}}
 
 
 @dataclasses.dataclass
@@ -32,6 +35,12 @@ class Job:
     wildcards: dict[str, str]
     threads: int
     resources: dict[str, str]
+    shell: str = ""
+
+    @property
+    def gpus(self) -> int:
+        """GPUs the job asks for: 2 for Llama's pretrain jobs (TWO_GPUS), else 1."""
+        return 2 if self.rule == "pretrain" and self.wildcards["encoder"] == "llama-3.1-8b" else 1
 
 
 def snakemake(workdir: Path, *args: str) -> subprocess.CompletedProcess:
@@ -58,12 +67,16 @@ def parse_dry_run(output: str) -> list[Job]:
             jobs[-1].threads = int(line.removeprefix("    threads: "))
         elif jobs and line.startswith("    resources: "):
             jobs[-1].resources = parse_key_values(line.removeprefix("    resources: "))
+        elif jobs and line.startswith("Shell command: "):  # the profiles set printshellcmds
+            jobs[-1].shell = line.removeprefix("Shell command: ")
     return jobs
 
 
 def paper_dry_run(tmp_path: Path, profile: str) -> list[Job]:
+    two_gpus = tmp_path / "two_gpus.yaml"
+    two_gpus.write_text(yaml.safe_dump(TWO_GPUS))
     result = snakemake(
-        tmp_path, "-n", "--cores", DRY_RUN_CORES, "--configfile", str(REPO / "config" / "paper.yaml"),
+        tmp_path, "-n", "--cores", DRY_RUN_CORES, "--configfile", str(REPO / "config" / "paper.yaml"), str(two_gpus),
         "--workflow-profile", str(PROFILES / profile),
     )  # fmt: skip
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
@@ -103,11 +116,11 @@ def test_slurm_executor_plugin_knows_every_slurm_option_of_the_profiles():
     "dataset, encoder, loss, batch",
     [("coco", "resnet50", "simdissim", "256"), ("aapd", "roberta-base", "all", "32"), ("mimic3_50", "llama-3.1-8b", "any", "8")],
 )
-def test_training_jobs_get_one_gpu_and_their_encoders_own_memory_and_time(slurm_jobs, dataset, encoder, loss, batch):
+def test_training_jobs_get_their_gpus_and_their_encoders_own_memory_and_time(slurm_jobs, dataset, encoder, loss, batch):
     wanted = PAPER["encoders"][encoder]["resources"]
     for rule in TRAINING_RULES:
         job = find(slurm_jobs, rule, dataset=dataset, encoder=encoder, loss=loss, batch=batch)
-        assert job.resources["gpu"] == "1" and "gres" not in job.resources
+        assert job.resources["gpu"] == str(job.gpus) and "gres" not in job.resources
         assert job.resources["mem_mb"] == str(wanted["mem_mb"])  # attempt 1
         assert job.resources["runtime"] == str(wanted["runtime"])
         assert job.threads == wanted["threads"] and job.resources["cpus_per_gpu"] == str(wanted["threads"])
@@ -142,12 +155,27 @@ def test_gres_profile_asks_for_gres_instead_of_gpu_and_is_otherwise_identical(sl
     for job in gres_jobs:
         twin = by_job[(job.rule, tuple(sorted(job.wildcards.items())))]
         if job.rule in TRAINING_RULES:
-            assert job.resources["gres"] == "gpu:1" and "gpu" not in job.resources
+            assert job.resources["gres"] == f"gpu:{job.gpus}" and "gpu" not in job.resources
             assert {k: v for k, v in job.resources.items() if k != "gres"} == {
                 k: v for k, v in twin.resources.items() if k != "gpu"
             }
         else:
             assert job.resources == twin.resources
+
+
+def test_a_distributed_pretrain_job_runs_torchrun_on_its_gpus_of_one_node(slurm_jobs, gres_jobs):
+    """An encoder with resources.gpu: 2 pretrains as one torchrun run of 2 processes on 2 GPUs
+    of one node; its probe, and every other encoder's pretrain job, is one process on 1 GPU."""
+    training = [job for job in slurm_jobs + gres_jobs if job.rule in TRAINING_RULES]
+    distributed = [job for job in training if job.gpus == 2]
+    assert len(distributed) == 2 * 28  # Llama's 28 pretrain jobs, through both profiles
+    torchrun = "python -m torch.distributed.run --standalone --nproc_per_node 2 -m mscl pretrain --data"
+    for job in training:
+        if job.gpus == 2:
+            assert job.shell.startswith(f"OMP_NUM_THREADS={job.threads} {torchrun}") and job.resources["nodes"] == "1"
+        else:
+            assert job.shell.startswith(f"OMP_NUM_THREADS={job.threads} python -m mscl {job.rule} --data")
+        assert job.resources["cpus_per_gpu"] == str(job.threads)  # per process: each rank runs `threads` threads
 
 
 def test_site_values_are_set_in_one_block_and_code_edits_do_not_rerun_jobs():

@@ -60,6 +60,7 @@ from typing import Callable, Mapping, Sequence
 
 from mscl import cli
 from mscl.interrupt import GRACE_SECONDS, alive
+from mscl.train.launch import RANK_VARIABLES  # torchrun's: ranks are never served (`delegate`)
 from mscl.usage import usage_line
 
 SOCKET_ENV = "MSCL_JOB_SERVER"
@@ -134,9 +135,12 @@ def delegate(argv: Sequence[str]) -> int | None:
     """Run `python -m mscl <argv>` in a worker of the job server named by $MSCL_JOB_SERVER.
 
     Returns the worker's exit status, or None (run it in this process) when no server is
-    named, it cannot be reached or it refuses the job."""
+    named, it cannot be reached or it refuses the job, and always for a rank of a distributed
+    run: torchrun starts and watches its ranks' processes (it stops them all when one fails
+    and reports their exit codes), and a rank's process group and GPU belong to the process it
+    started, not to a worker forked from another process tree."""
     path = os.environ.get(SOCKET_ENV)
-    if not path:
+    if not path or any(name in os.environ for name in RANK_VARIABLES):
         return None
     connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:

@@ -35,6 +35,7 @@ from mscl.layout import (
     tuning_dir,
 )
 from mscl.tuning import UNTRAINED_METHODS, family_of, grid_settings
+from mscl.train.launch import export_encoder_gpus, pretrain_command
 from mscl.train.settings import settings_problem
 
 # The jobs and the job server run the same code as this Snakefile (mscl.jobserver.run_jobs_from).
@@ -476,6 +477,14 @@ def encoder_threads(wildcards):
 # The scheduler request of every job that runs the {encoder} (cache_prefix, pretrain, probe):
 # `threads: encoder_threads` and `resources: **ENCODER_RESOURCES`.
 ENCODER_RESOURCES = {key: encoder_resource(key) for key in ("gpu", "mem_mb", "runtime")}
+# For the SLURM profiles' GPU request of pretrain jobs (mscl.train.launch).
+export_encoder_gpus(config["encoders"])
+
+
+def pretrain_launch(wildcards):
+    """`python -m mscl pretrain`, under torchrun with one process per GPU for an encoder of
+    several GPUs (mscl.train.launch)."""
+    return pretrain_command(config["encoders"][wildcards.encoder]["resources"]["gpu"])
 
 
 def uses_prefix_cache(name):

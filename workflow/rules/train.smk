@@ -1,7 +1,8 @@
 # Contrastive pretraining and linear probing, one job per dataset x encoder x loss x batch x
 # seed (mscl.train), plus the claim check's tuning runs and their selection on val. Jobs pick
 # CUDA when the node has a GPU; the scheduler's GPU request comes from `resources: gpu` (0 in
-# the embedded default, 1 in the SLURM profile).
+# the embedded default; the SLURM profiles ask for at least 1). A pretrain job of N > 1 GPUs
+# runs under torchrun, one process per GPU (docs/training.md).
 
 
 localrules:
@@ -70,8 +71,9 @@ rule pretrain:
         spec=run_spec,
         prefix=prefix_cache_option,
         selected=selected_option,
+        launch=pretrain_launch,
     shell:
-        "OMP_NUM_THREADS={threads} python -m mscl pretrain --data {params.data} --out {params.out} "
+        "OMP_NUM_THREADS={threads} {params.launch} --data {params.data} --out {params.out} "
         "--spec {params.spec} {params.prefix} {params.selected} > {log} 2>&1"
 
 

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 from PIL import Image
 from torch import Tensor
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import BatchSampler, DataLoader, Dataset, RandomSampler, Sampler, SequentialSampler
 
 from mscl.data.manifest import read_split, read_stats, read_texts, rebuild_fix
 from mscl.errors import InputError
@@ -230,13 +230,13 @@ def collate(samples: list[dict[str, Any]], num_labels: int) -> dict[str, Any]:
     return batch
 
 
-class SeededViews(torch.utils.data.Sampler):
+class SeededViews(Sampler):
     """Another sampler's indices, each paired with a seed drawn from `generator` in the training
     process, after the sampler's own draws: the seed of a sample's random views. Views then
     depend on the run's generator only, not on how many workers make them or whether they
     persist between epochs, and the generator's checkpointed state resumes them."""
 
-    def __init__(self, sampler: torch.utils.data.Sampler, generator: torch.Generator):
+    def __init__(self, sampler: Sampler, generator: torch.Generator):
         self.sampler, self.generator = sampler, generator
 
     def __len__(self) -> int:
@@ -258,11 +258,37 @@ def worker_count(setting: int | str, modality: str) -> int:
     return torch.get_num_threads() if modality == "image" else 0
 
 
-def _seed_worker(worker_id: int) -> None:
-    """Seed python/numpy in a worker from its torch seed (torch derives that from the generator)."""
+def _seed_worker(worker_id: int, rank: int = 0) -> None:
+    """Seed python/numpy in a worker from its torch seed (torch derives that from the generator).
+    Every rank of a distributed run draws the same base seed from its (shared) generator, so a
+    worker of rank r > 0 first moves its torch seed to one derived from (seed, r): otherwise
+    worker k of every rank would crop and mask its samples exactly as worker k of rank 0."""
     seed = torch.initial_seed() % 2**32
+    if rank:
+        seed = int(np.random.SeedSequence([seed, rank]).generate_state(1)[0])
+        torch.manual_seed(seed)
     random.seed(seed)
     np.random.seed(seed)
+
+
+class RankSlices(Sampler[list[int]]):
+    """Rank `rank`'s share of every batch of `batches`: the contiguous slice rank*b..(rank+1)*b-1
+    with b = batch size / world_size. Every rank draws the same global batches (the same
+    sampler and generator state), so the ranks' slices, concatenated in rank order, are the
+    single-process batch. (torch's DistributedSampler would instead deal one permutation,
+    seeded by seed + epoch, round-robin over the ranks: other global batches than one process
+    draws, and other ones again for every number of processes.)"""
+
+    def __init__(self, batches: BatchSampler, rank: int, world_size: int):
+        self.batches, self.rank, self.world_size = batches, rank, world_size
+        self.size = batches.batch_size // world_size
+
+    def __iter__(self):
+        for batch in self.batches:
+            yield batch[self.rank * self.size : (self.rank + 1) * self.size]
+
+    def __len__(self) -> int:
+        return len(self.batches)
 
 
 def make_loader(
@@ -275,12 +301,17 @@ def make_loader(
     num_workers: int,
     device: torch.device,
     collate_fn: Callable[..., dict[str, Any]] = collate,
+    rank: int = 0,
+    world_size: int = 1,
 ) -> DataLoader:
     """A DataLoader whose order, view seeds (`SeededViews`, for datasets that draw random views)
     and worker seeds come from `generator` (reproducible); batches from `collate_fn(samples,
     num_labels)` (`collate`, or `mscl.train.prefix.collate_prefix` for cached prefix states).
-    Workers persist across epochs, and batches are pinned for the copy to a GPU."""
-    order = torch.utils.data.RandomSampler(dataset, generator=generator) if shuffle else torch.utils.data.SequentialSampler(dataset)
+    Workers persist across epochs, and batches are pinned for the copy to a GPU. With
+    world_size > 1, `batch_size` is the global batch and this rank loads its slice of each
+    (`RankSlices`): every rank draws the same order and view seeds, so a sample's views are
+    those of one process."""
+    order = RandomSampler(dataset, generator=generator) if shuffle else SequentialSampler(dataset)
     seeds = generator
     if getattr(dataset, "seeded_views", False) and getattr(dataset, "views", 1) > 1:
         order = SeededViews(order, generator)
@@ -288,17 +319,19 @@ def make_loader(
         # which persistent workers skip after the first epoch: a generator of its own keeps
         # those draws off the run's, whose stream then does not depend on the workers.
         seeds = torch.Generator().manual_seed(generator.initial_seed())
+    if world_size > 1:
+        batching: dict[str, Any] = {"batch_sampler": RankSlices(BatchSampler(order, batch_size, drop_last), rank, world_size)}
+    else:
+        batching = {"sampler": order, "batch_size": batch_size, "drop_last": drop_last}
     return DataLoader(
         dataset,
-        batch_size=batch_size,
+        **batching,
         collate_fn=functools.partial(collate_fn, num_labels=dataset.split.num_labels),
-        sampler=order,
-        drop_last=drop_last,
         generator=seeds,
         num_workers=num_workers,
         persistent_workers=num_workers > 0,
         pin_memory=device.type == "cuda",
-        worker_init_fn=_seed_worker if num_workers else None,
+        worker_init_fn=functools.partial(_seed_worker, rank=rank) if num_workers else None,
     )
 
 

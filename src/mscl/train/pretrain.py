@@ -27,10 +27,16 @@ resuming).
 Outputs in --out: resolved_spec.json, versions.json, train_log.csv, head.pt and, written last,
 encoder.pt (the encoder's trainable parameters and buffers); checkpoint.pt only while the run is
 unfinished.
+
+Started by torchrun with N > 1 processes, the same command trains one model on N devices
+(DDP, `mscl.train.distributed`): every rank computes the loss of the whole global batch of
+`batch_size` samples, rank 0 writes every file and the log, and every rank resumes from
+rank 0's checkpoint.
 """
 
 from __future__ import annotations
 
+import argparse
 import math
 import os
 import sys
@@ -54,6 +60,8 @@ from mscl.train.augment import color_views
 from mscl.train.features import VIEW_KEYS, extract_features, text_inputs
 from mscl.train.monitor import ridge_readout_map
 from mscl.train.data import TOKEN_DROP_RATE, Split, drop_tokens, load_split, make_loader, pretrain_dataset, standardize, worker_count
+from mscl.train import distributed
+from mscl.train.distributed import Ranks
 from mscl.train.runtime import (
     autocast,
     capture_rng,
@@ -154,9 +162,13 @@ def load_run_splits(spec: RunSpec, data_dir: Path, vocabulary: list[str], names:
     return {name: standardize(split, splits["train"]) for name, split in splits.items()}
 
 
-def validate_inputs(spec: RunSpec, data_dir: Path) -> tuple[list[str], Split]:
+def validate_inputs(spec: RunSpec, data_dir: Path, world_size: int = 1) -> tuple[list[str], Split]:
     """Cheap checks before any model is built or any output written; returns (vocabulary, train),
-    the train features standardised."""
+    the train features standardised. `world_size` processes share each batch."""
+    try:
+        distributed.local_batch_size(spec.batch_size, world_size)
+    except ValueError as error:
+        raise InputError("--spec", str(error), "change batch_size in the run spec or the number of processes (torchrun --nproc_per_node)", field="batch_size")
     check_model_folder(spec.encoder)
     vocabulary = read_labels(data_dir)
     train = load_run_splits(spec, data_dir, vocabulary, ["train"])["train"]
@@ -228,6 +240,26 @@ def make_optimizer(spec: RunSpec, encoder: nn.Module, head: nn.Module, loss_fn: 
     return torch.optim.AdamW(groups, lr=cfg.lr)
 
 
+class ContrastiveStep(nn.Module):
+    """A step's forward: two views through encoder and head, then the loss of the batch.
+
+    In a distributed run (`gather`) the loss is that of the global batch: every rank's
+    projections and label rows are gathered first (`mscl.train.distributed`). One module holds
+    encoder, head and loss so that DDP averages the gradients of all their parameters, the
+    prototypes of the prototype losses included."""
+
+    def __init__(self, encoder: nn.Module, head: nn.Module, loss_fn: nn.Module, spec: RunSpec, device: torch.device, gather: bool):
+        super().__init__()
+        self.encoder, self.head, self.loss_fn = encoder, head, loss_fn
+        self.modality, self.text_views, self.device, self.gather = spec.modality, spec.pretrain.text_views, device, gather
+
+    def forward(self, batch: dict[str, Any], labels: Tensor) -> Tensor:
+        features = contrastive_features(self.encoder, self.head, batch, self.modality, self.text_views, self.device)
+        if self.gather:
+            features, labels = distributed.gather_features(features), distributed.gather_labels(labels)
+        return self.loss_fn(features, labels)
+
+
 @dataclass
 class TrainingState:
     """What the loop trains, how far it has got, and what it runs under: everything a step
@@ -242,6 +274,8 @@ class TrainingState:
     device: torch.device
     precision: str  # "bf16" or "fp32", resolved for the device
     steps_per_epoch: int
+    forward: nn.Module  # the ContrastiveStep over encoder, head and loss; DDP-wrapped in a distributed run
+    ranks: Ranks
     epoch: int = 0  # epochs done
     step: int = 0  # optimisation steps done
 
@@ -252,12 +286,41 @@ class TrainingState:
 
 
 def start_training(
-    spec: RunSpec, num_labels: int, steps_per_epoch: int, generator: torch.Generator, device: torch.device, precision: str
-) -> TrainingState:
-    """The models and optimiser of a fresh run, at epoch 0."""
+    spec: RunSpec, num_labels: int, steps_per_epoch: int, generator: torch.Generator, device: torch.device, precision: str,
+    ranks: Ranks = Ranks(),
+) -> TrainingState:  # fmt: skip
+    """The models and optimiser of a fresh run, at epoch 0; in a distributed run with
+    SyncBatchNorm on CUDA and the step wrapped in DDP."""
     encoder, head, loss_fn = build_model(spec, num_labels, device)
+    if ranks.distributed:
+        encoder, head = (synchronise_batch_norm(module, device, ranks) for module in (encoder, head))
     optimizer = make_optimizer(spec, encoder, head, loss_fn)
-    return TrainingState(spec, encoder, head, loss_fn, optimizer, generator, device, precision, steps_per_epoch)
+    # The `bce` baseline's loss is a mean over samples: the mean of the ranks' equal-sized
+    # local means, which DDP's gradient averaging takes, is already the global batch's.
+    forward: nn.Module = ContrastiveStep(encoder, head, loss_fn, spec, device, gather=ranks.distributed and spec.loss.name != "bce")
+    if ranks.distributed:
+        from torch.nn.parallel import DistributedDataParallel
+
+        # No buffer copy from rank 0 at every step: BatchNorm statistics are synchronised (CUDA)
+        # or kept per rank (CPU) on purpose, and every other buffer is equal on all ranks.
+        device_ids = [device.index] if device.type == "cuda" else None
+        forward = DistributedDataParallel(forward, device_ids=device_ids, forward_sync_buffers=False)
+    return TrainingState(spec, encoder, head, loss_fn, optimizer, generator, device, precision, steps_per_epoch, forward, ranks)
+
+
+def synchronise_batch_norm(module: nn.Module, device: torch.device, ranks: Ranks) -> nn.Module:
+    """`module` with SyncBatchNorm for BatchNorm on CUDA: each step's statistics over the global
+    batch's 2B views, as one process computes them. Per-rank statistics would also let the
+    loss tell a rank's own samples from the others' by their normalisation (the shortcut
+    SimCLR's global BatchNorm closes). SyncBatchNorm runs on CUDA only: on CPU the statistics
+    stay per rank, and rank 0 says so."""
+    if not any(isinstance(layer, nn.modules.batchnorm._BatchNorm) for layer in module.modules()):
+        return module
+    if device.type == "cuda":
+        return nn.SyncBatchNorm.convert_sync_batchnorm(module)
+    if ranks.main:
+        print("pretrain: BatchNorm statistics are per process (SyncBatchNorm needs CUDA), so they differ from one process's", file=sys.stderr)
+    return module
 
 
 def contrastive_features(
@@ -283,12 +346,16 @@ def contrastive_features(
 
 
 def training_loader(
-    spec: RunSpec, train: Split, prefix_cache: Path | None, generator: torch.Generator, device: torch.device
+    spec: RunSpec, train: Split, prefix_cache: Path | None, generator: torch.Generator, device: torch.device, ranks: Ranks = Ranks()
 ) -> torch.utils.data.DataLoader:
-    """Shuffled two-view batches of the train split; a top-layer text encoder with a prefix
-    cache reads the cached states instead of the texts."""
+    """Shuffled two-view batches of the train split (in a distributed run this rank's slice of
+    each global batch); a top-layer text encoder with a prefix cache reads the cached states
+    instead of the texts."""
     cfg = spec.pretrain
-    options = dict(shuffle=True, drop_last=True, generator=generator, num_workers=worker_count(cfg.num_workers, spec.modality), device=device)
+    options = dict(
+        shuffle=True, drop_last=True, generator=generator, num_workers=worker_count(cfg.num_workers, spec.modality), device=device,
+        rank=ranks.rank, world_size=ranks.world_size,
+    )  # fmt: skip
     if prefix_cache is not None:
         from mscl.train.prefix import PrefixDataset, collate_prefix, load_prefix_cache
 
@@ -313,8 +380,18 @@ def append_log_row(path: Path, row: dict[str, Any]) -> None:
     write_text(path, "\n".join([",".join(LOG_COLUMNS), *kept, new]) + "\n")
 
 
-def checkpoint_state(state: TrainingState) -> dict[str, Any]:
-    """Everything a resumed run needs, as weights_only-loadable values."""
+def checkpoint_state(state: TrainingState) -> dict[str, Any] | None:
+    """Everything a resumed run needs, as weights_only-loadable values, on rank 0 (None on the
+    other ranks). Called by every rank: the model and optimiser are the same on all of them,
+    their random streams are not, so a distributed run's checkpoint holds those of ranks
+    1..N-1 too (`rank_rng`)."""
+    rng = capture_rng(state.generator)
+    saved = {"world_size": state.ranks.world_size}
+    if state.ranks.distributed:
+        every_rank = distributed.gather_objects(rng, state.ranks)
+        if not state.ranks.main:
+            return None
+        rng, saved["rank_rng"] = every_rank[0], every_rank[1:]
     return {
         "format": CHECKPOINT_FORMAT,
         "epoch": state.epoch,
@@ -325,7 +402,8 @@ def checkpoint_state(state: TrainingState) -> dict[str, Any]:
         "head": state.head.state_dict(),
         "loss": state.loss_fn.state_dict(),
         "optimizer": state.optimizer.state_dict(),
-        "rng": capture_rng(state.generator),
+        "rng": rng,
+        **saved,
     }
 
 
@@ -339,7 +417,7 @@ def spec_changes(old: Any, new: Any, prefix: str = "") -> list[str]:
     return [] if old == new else [prefix.rstrip(".")]
 
 
-def stale_checkpoint_reason(saved: dict[str, Any], spec: RunSpec, steps_per_epoch: int) -> str | None:
+def stale_checkpoint_reason(saved: dict[str, Any], spec: RunSpec, steps_per_epoch: int, world_size: int = 1) -> str | None:
     """Why a checkpoint cannot be resumed by this run (None: it can)."""
     if saved.get("format") != CHECKPOINT_FORMAT:
         return f"it has checkpoint format {saved.get('format')!r}, this code writes {CHECKPOINT_FORMAT}"
@@ -347,29 +425,38 @@ def stale_checkpoint_reason(saved: dict[str, Any], spec: RunSpec, steps_per_epoc
         return f"the run spec changed ({', '.join(spec_changes(saved.get('spec'), spec.to_dict())) or 'format'})"
     if saved["steps_per_epoch"] != steps_per_epoch:
         return f"it has {saved['steps_per_epoch']} steps per epoch, this data gives {steps_per_epoch} (the data changed)"
+    # Each process has its own random streams (crops, masks, dropout): they resume only onto
+    # as many processes. (Checkpoints from before distributed runs have no world_size: one.)
+    if saved.get("world_size", 1) != world_size:
+        return f"it was written by a run of {saved.get('world_size', 1)} process(es), this run has {world_size}"
     return None
 
 
 def resume(state: TrainingState, path: Path) -> None:
-    """Restore into `state` the checkpoint at `path` if this spec wrote it.
+    """Restore into `state` the checkpoint at `path` if this spec wrote it (every rank reads it;
+    each restores its own random streams).
 
-    A checkpoint of another spec or other data (a config edited between runs) is stale: it is
-    deleted, with the training log beside it, and `state` stays at epoch 0.
+    A checkpoint of another spec, other data or another number of processes (a config edited
+    between runs) is stale: it is deleted by rank 0, with the training log beside it, once
+    every rank has read it, and `state` stays at epoch 0.
     """
     saved = load_checkpoint(path)
-    reason = stale_checkpoint_reason(saved, state.spec, state.steps_per_epoch)
+    reason = stale_checkpoint_reason(saved, state.spec, state.steps_per_epoch, state.ranks.world_size)
     if reason is not None:
-        print(f"pretrain: discarding {path.name}: {reason}; starting over from epoch 1", file=sys.stderr)
-        path.unlink()
-        (path.parent / "train_log.csv").unlink(missing_ok=True)
+        state.ranks.barrier()
+        if state.ranks.main:
+            print(f"pretrain: discarding {path.name}: {reason}; starting over from epoch 1", file=sys.stderr)
+            path.unlink()
+            (path.parent / "train_log.csv").unlink(missing_ok=True)
         return
     load_trainable_state(state.encoder, saved["encoder"], path)
     state.head.load_state_dict(saved["head"])
     state.loss_fn.load_state_dict(saved["loss"])
     state.optimizer.load_state_dict(saved["optimizer"])
-    restore_rng(saved["rng"], state.generator)
+    restore_rng(saved["rank_rng"][state.ranks.rank - 1] if state.ranks.rank else saved["rng"], state.generator)
     state.epoch, state.step = int(saved["epoch"]), int(saved["step"])
-    print(f"pretrain: resumed from {path.name} after epoch {state.epoch}", file=sys.stderr)
+    if state.ranks.main:
+        print(f"pretrain: resumed from {path.name} after epoch {state.epoch}", file=sys.stderr)
 
 
 # ------------------------------------------------------------------------------ loop
@@ -387,15 +474,14 @@ def train_epoch(state: TrainingState, loader: torch.utils.data.DataLoader) -> di
     loss_sum = torch.zeros((), device=device)
     lr = 0.0
     started = time.perf_counter()
-    progress = tqdm(total=steps, desc=f"pretrain epoch {epoch}/{cfg.epochs}", disable=None, file=sys.stderr)
+    progress = tqdm(total=steps, desc=f"pretrain epoch {epoch}/{cfg.epochs}", disable=None if state.ranks.main else True, file=sys.stderr)
     for index, batch in zip(range(steps), loader):
         lr = learning_rate(state.step + index, state.total_steps, warmup, cfg.lr)
         for group in state.optimizer.param_groups:
             group["lr"] = lr
         labels = batch["labels"].to(device, non_blocking=True)
         with autocast(device, state.precision):
-            features = contrastive_features(state.encoder, state.head, batch, spec.modality, cfg.text_views, device)
-            loss = state.loss_fn(features, labels)
+            loss = state.forward(batch, labels)
         state.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         if cfg.grad_clip is not None:
@@ -407,6 +493,8 @@ def train_epoch(state: TrainingState, loader: torch.utils.data.DataLoader) -> di
             progress.set_postfix(loss=f"{loss_sum.item() / (index + 1):.4f}")
     progress.close()
     seconds = time.perf_counter() - started
+    if state.ranks.distributed:  # every rank's loss is the global batch's, except bce's local mean
+        loss_sum = distributed.mean_over_ranks(loss_sum)
     mean_loss = loss_sum.item() / steps
     if not math.isfinite(mean_loss):
         raise RuntimeError(f"pretraining loss is {mean_loss} in epoch {epoch}; lower pretrain.lr or use fp32")
@@ -453,13 +541,13 @@ class ReadoutMonitor:
         return ridge_readout_map(features["train"], self.splits["train"].labels, features["val"], self.splits["val"].labels)
 
 
-def save_initial_encoder(spec: RunSpec, num_labels: int, out: Path, device: torch.device, precision: str) -> int:
+def save_initial_encoder(spec: RunSpec, num_labels: int, out: Path, versions: dict[str, Any]) -> int:
     """The `none` baseline: the encoder as the seed initialises it, saved untrained (`logreg`:
     the identity encoder, which has nothing to save but the empty state the probe checks)."""
     encoder = encoder_from_spec(spec, num_labels)
     out.mkdir(parents=True, exist_ok=True)
     write_json(out / "resolved_spec.json", spec.to_dict())
-    write_json(out / "versions.json", software_versions(device, precision))
+    write_json(out / "versions.json", versions)
     save_checkpoint(out / "encoder.pt", trainable_state(encoder))
     print(f"pretrain: method {spec.loss.name!r}: saved the encoder as initialised (no training)", file=sys.stderr)
     return 0
@@ -469,51 +557,73 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = cli.parse_args("pretrain", argv)
     checkpoint_interval_s = float(os.environ.get("MSCL_CHECKPOINT_INTERVAL_S", CHECKPOINT_INTERVAL_S))
     exit_on_sigterm("pretrain: stopped by SIGTERM; the last epoch checkpoint stays and a rerun resumes from it")
+    ranks = Ranks.from_environment()
     spec = load_spec(args.spec, args.selected)
-    vocabulary, train = validate_inputs(spec, args.data)
-    if train.ignored_labels:
+    vocabulary, train = validate_inputs(spec, args.data, ranks.world_size)
+    if train.ignored_labels and ranks.main:
         print(f"pretrain: ignored {train.ignored_labels} train label(s) outside labels.txt", file=sys.stderr)
+    device = distributed.start(ranks) if ranks.distributed else pick_device()
+    try:
+        return run(args, spec, vocabulary, train, device, ranks, checkpoint_interval_s)
+    finally:
+        distributed.stop(ranks)
+
+
+def run(args: argparse.Namespace, spec: RunSpec, vocabulary: list[str], train: Split, device: torch.device, ranks: Ranks, checkpoint_interval_s: float) -> int:
+    """Pretrain as rank `ranks.rank` of `ranks.world_size` processes (one: the usual run)."""
     cfg = spec.pretrain
-    device = pick_device()
     precision = resolve_precision(cfg.precision, device)
+    versions = {**software_versions(device, precision), "world_size": ranks.world_size}
     generator = seed_everything(spec.seed)
-    if spec.loss.name in UNTRAINED_METHODS:
-        return save_initial_encoder(spec, len(vocabulary), args.out, device, precision)
+    if spec.loss.name in UNTRAINED_METHODS:  # nothing to train: rank 0 saves the initial encoder
+        return save_initial_encoder(spec, len(vocabulary), args.out, versions) if ranks.main else 0
     steps_per_epoch = steps_per_epoch_for(len(train), spec.batch_size, cfg.max_steps_per_epoch)
-    state = start_training(spec, len(vocabulary), steps_per_epoch, generator, device, precision)
-    loader = training_loader(spec, train, args.prefix_cache, generator, device)
+    state = start_training(spec, len(vocabulary), steps_per_epoch, generator, device, precision, ranks)
+    distributed.seed_rank(spec.seed, ranks.rank)  # after the model: every rank starts from the same weights
+    loader = training_loader(spec, train, args.prefix_cache, generator, device, ranks)
 
     out: Path = args.out
-    out.mkdir(parents=True, exist_ok=True)
     checkpoint = out / "checkpoint.pt"
     if checkpoint.exists():
         resume(state, checkpoint)
-    write_json(out / "resolved_spec.json", spec.to_dict())
-    write_json(out / "versions.json", software_versions(device, precision))
+    if ranks.main:
+        out.mkdir(parents=True, exist_ok=True)
+        write_json(out / "resolved_spec.json", spec.to_dict())
+        write_json(out / "versions.json", versions)
 
-    monitor = ReadoutMonitor(spec, args.data, vocabulary, args.prefix_cache, device, precision) if cfg.monitor_every else None
+    monitor = ReadoutMonitor(spec, args.data, vocabulary, args.prefix_cache, device, precision) if cfg.monitor_every and ranks.main else None
     started = last_checkpoint = time.perf_counter()
     while state.epoch < cfg.epochs:
         row = train_epoch(state, loader)
         epoch = state.epoch
-        row["val_map_readout"] = f"{monitor.value(state.encoder):.6f}" if monitor and monitor.due(epoch) else ""
-        append_log_row(out / "train_log.csv", row)
-        print(
-            f"pretrain epoch {epoch}/{cfg.epochs}: loss {row['loss']}, lr {row['lr']}, "
-            f"{row['samples_per_second']} samples/s, epoch {row['seconds']} s, elapsed {time.perf_counter() - started:.1f} s"
-            + (f", val mAP (ridge readout) {row['val_map_readout']}" if row["val_map_readout"] else ""),
-            file=sys.stderr,
-            flush=True,
-        )
+        if ranks.main:
+            row["val_map_readout"] = f"{monitor.value(state.encoder):.6f}" if monitor and monitor.due(epoch) else ""
+            append_log_row(out / "train_log.csv", row)
+            print(
+                f"pretrain epoch {epoch}/{cfg.epochs}: loss {row['loss']}, lr {row['lr']}, "
+                f"{row['samples_per_second']} samples/s, epoch {row['seconds']} s, elapsed {time.perf_counter() - started:.1f} s"
+                + (f", val mAP (ridge readout) {row['val_map_readout']}" if row["val_map_readout"] else ""),
+                file=sys.stderr,
+                flush=True,
+            )
         stopping = args.stop_after_epoch == epoch
         # No checkpoint after the last epoch (unless asked to stop there): the final files follow.
-        if stopping or (epoch < cfg.epochs and time.perf_counter() - last_checkpoint >= checkpoint_interval_s):
-            save_checkpoint(checkpoint, checkpoint_state(state))
+        # Rank 0's clock decides for every rank: all of them take part in writing one.
+        checkpointing = stopping or (epoch < cfg.epochs and time.perf_counter() - last_checkpoint >= checkpoint_interval_s)
+        if ranks.distributed:
+            checkpointing = distributed.decided_by_rank0(checkpointing, device)
+        if checkpointing:
+            saved = checkpoint_state(state)
+            if ranks.main:
+                save_checkpoint(checkpoint, saved)
             last_checkpoint = time.perf_counter()
         if stopping:
-            print(f"pretrain: stopped after epoch {epoch} as asked (exit {EXIT_STOPPED})", file=sys.stderr)
+            if ranks.main:
+                print(f"pretrain: stopped after epoch {epoch} as asked (exit {EXIT_STOPPED})", file=sys.stderr)
             return EXIT_STOPPED
 
+    if not ranks.main:
+        return 0
     save_checkpoint(out / "head.pt", {k: v.detach().cpu() for k, v in state.head.state_dict().items()})
     save_checkpoint(out / "encoder.pt", trainable_state(state.encoder))  # last: its presence means done
     # A finished run never resumes, and its checkpoint (weights + optimiser state: 1.1 GB for a

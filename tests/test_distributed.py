@@ -1,0 +1,295 @@
+"""Distributed pretraining (DDP, `mscl.train.distributed`), on CPU processes with gloo.
+
+- Every loss, computed on a global batch gathered over 2 and over 3 processes, equals one
+  process's loss on the concatenated batch: the loss value and, after DDP's averaging, the
+  gradient of every parameter (prototypes included), in float64. The batch has uneven label
+  cardinality over the ranks (0 to 4 labels a sample) and anchors without a positive (empty
+  label sets).
+- `python -m torch.distributed.run --nproc_per_node 2 -m mscl pretrain` (the workflow's command)
+  gives the weights of one process at the same global batch, and a DDP run stopped after its
+  first epoch and resumed equals an uninterrupted one bit for bit.
+
+All test names carry `distributed` or `ddp`: `pytest -k "ddp or distributed"` runs them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from datetime import timedelta
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from torch import nn
+
+LOSSES = ("all", "any", "mulsupcon", "jaccard", "sim", "dissim", "simdissim", "eq12", "proto", "msc", "bce")
+BATCH, FEATURES, DIM, NUM_LABELS = 12, 5, 4, 7  # 12 samples split over 2 and over 3 ranks
+REPO = Path(__file__).resolve().parents[1]
+
+
+# ------------------------------------------------------------ losses on a gathered batch
+
+
+def global_batch() -> tuple[torch.Tensor, list[list[int]]]:
+    """Two views of 12 samples (float64 inputs) and label sets of 0 to 4 labels: rank slices
+    hold different numbers of label ids, and the empty sets (samples 3 and 10, on different
+    ranks) are anchors without any positive."""
+    generator = torch.Generator().manual_seed(0)
+    inputs = torch.randn(BATCH, 2, FEATURES, generator=generator, dtype=torch.float64)
+    labels = [[0, 1, 2, 3], [0], [1, 4], [], [2, 5, 6], [0, 1], [6], [3, 4, 5, 6], [1], [0, 2], [], [5]]
+    return inputs, labels
+
+
+class Projection(nn.Module):
+    """A linear map to unit vectors (or, for bce, to per-label logits) and the loss, as one
+    module the way `mscl.train.pretrain.ContrastiveStep` holds them, so that DDP averages the
+    gradients of both (the prototypes of proto and msc)."""
+
+    def __init__(self, loss: str, group: object = None, gather: bool = False):
+        super().__init__()
+        from mscl.losses import SupervisedBCE, make_loss
+
+        torch.manual_seed(1)  # the same parameters in every process
+        width = NUM_LABELS if loss == "bce" else DIM
+        self.linear = nn.Linear(FEATURES, width, dtype=torch.float64)
+        options = {"num_labels": NUM_LABELS, "dim": DIM} if loss in ("proto", "msc") else {}
+        self.loss = SupervisedBCE() if loss == "bce" else make_loss(loss, **options).double()
+        self.is_bce, self.group, self.gather = loss == "bce", group, gather
+
+    def forward(self, inputs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        from mscl.train.distributed import gather_features, gather_labels
+
+        outputs = self.linear(inputs)
+        features = outputs if self.is_bce else nn.functional.normalize(outputs, dim=-1)
+        if self.gather:
+            features, labels = gather_features(features, self.group), gather_labels(labels, self.group)
+        return self.loss(features, labels)
+
+
+def one_process(loss: str) -> tuple[float, dict[str, torch.Tensor]]:
+    """Loss and gradients of one process on the whole batch."""
+    from mscl.losses import csr_labels
+
+    inputs, labels = global_batch()
+    model = Projection(loss)
+    value = model(inputs, csr_labels(labels, NUM_LABELS))
+    value.backward()
+    return value.item(), {name: parameter.grad for name, parameter in model.named_parameters()}
+
+
+def check_rank(loss: str, rank: int, world_size: int, group: object) -> None:
+    """This rank's slice through DDP: the loss (every rank's is the global batch's; bce's local
+    means average to it) and the averaged gradients equal one process's."""
+    from torch.nn.parallel import DistributedDataParallel
+
+    from mscl.losses import csr_labels
+
+    expected_loss, expected_gradients = one_process(loss)
+    inputs, labels = global_batch()
+    size = BATCH // world_size
+    rows = slice(rank * size, (rank + 1) * size)
+    model = Projection(loss, group, gather=loss != "bce")  # bce is not gathered, as in pretrain
+    ddp = DistributedDataParallel(model, process_group=group)
+    value = ddp(inputs[rows], csr_labels(labels[rows], NUM_LABELS))
+    value.backward()
+    if loss == "bce":
+        value = value.detach().clone()
+        torch.distributed.all_reduce(value, group=group)
+        value /= world_size
+    torch.testing.assert_close(value.item(), expected_loss, rtol=1e-12, atol=0, msg=f"{loss}, {world_size} ranks: loss")
+    for name, parameter in model.named_parameters():
+        torch.testing.assert_close(parameter.grad, expected_gradients[name], rtol=1e-12, atol=1e-13, msg=lambda m: f"{loss}, {world_size} ranks, {name}: {m}")
+
+
+def loss_ranks(index: int, store: str) -> None:
+    """One of 3 gloo processes: every loss over all 3 ranks, then over ranks 0 and 1 (a
+    subgroup, so that one set of processes checks both sizes)."""
+    # A short timeout: a rank that fails leaves the others waiting in a collective.
+    torch.distributed.init_process_group("gloo", init_method=f"file://{store}", rank=index, world_size=3, timeout=timedelta(minutes=2))
+    try:
+        pair = torch.distributed.new_group([0, 1])  # every rank takes part in creating it
+        for loss in LOSSES:
+            check_rank(loss, index, 3, None)
+            if index < 2:
+                check_rank(loss, index, 2, pair)
+    finally:
+        torch.distributed.destroy_process_group()
+
+
+def test_distributed_losses_and_gradients_equal_one_process_on_the_concatenated_batch(tmp_path: Path) -> None:
+    # Forked, not spawned: the ranks start with this process's modules, torch._dynamo (which
+    # DDP's constructor imports: 2.5 s) included, instead of importing them 3 times over.
+    # They only run small float64 CPU ops.
+    import torch._dynamo  # noqa: F401
+
+    torch.multiprocessing.start_processes(loss_ranks, args=(str(tmp_path / "store"),), nprocs=3, join=True, start_method="fork")
+
+
+# --------------------------------------------------------------- pretrain under torchrun
+
+# An MLP without dropout and views without masking: nothing random reaches the weights, so 2
+# processes at the global batch of 16 train exactly what one process trains (msc: prototypes too).
+DDP_SPEC = {
+    "dataset": "yeast", "encoder_name": "mlp", "encoder": {"kind": "mlp", "input_dim": 6, "hidden_dims": [16, 8], "dropout": 0.0},
+    "loss": "msc", "batch_size": 16, "seed": 3,
+    "pretrain": {"epochs": 2, "max_steps_per_epoch": 1, "projection_dim": 8, "feature_mask_rate": 0.0},
+}  # fmt: skip
+# Measured: bit-identical weights and optimiser state on a 2-core AVX-512 machine (torch 2.15,
+# 1 or 2 threads a process). The tolerance leaves room for reductions that another BLAS or thread
+# count splits differently between one batch of 16 and two of 8 (docs/training.md).
+WEIGHT_TOLERANCE = {"rtol": 1e-5, "atol": 1e-6}
+
+
+@pytest.fixture(scope="module")
+def tabular_manifest(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """64/16/16 samples of 6 features and 0-3 of 5 labels (uneven label counts per rank)."""
+    from mscl.data.manifest import write_dataset
+
+    names = ["l0", "l1", "l2", "l3", "l4"]
+    rng = np.random.default_rng(0)
+    splits = {}
+    for split, size in (("train", 64), ("val", 16), ("test", 16)):
+        rows = []
+        for i, features in enumerate(rng.normal(size=(size, 6)).astype(np.float32)):
+            labels = sorted(rng.choice(5, size=rng.integers(0, 4), replace=False).tolist())
+            rows.append({"id": f"{split}{i}", "features": features.tolist(), "labels": [names[k] for k in labels]})
+        splits[split] = pd.DataFrame(rows)
+    out = tmp_path_factory.mktemp("ddp") / "data"
+    write_dataset(out, splits, labels=names, info={})
+    return out
+
+
+def torchrun(data: Path, out: Path, *extra: str) -> subprocess.Popen:
+    """The workflow's command for a 2-GPU encoder, on CPU (gloo), one thread a process."""
+    command = [
+        sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", "-m", "mscl", "pretrain",
+        "--data", str(data), "--spec", json.dumps(DDP_SPEC), "--out", str(out), *extra,
+    ]  # fmt: skip
+    # This checkout's mscl first, as the workflow puts it (mscl.jobserver.run_jobs_from).
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO / "src"), os.environ.get("PYTHONPATH")])), OMP_NUM_THREADS="1")
+    return subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def finish(process: subprocess.Popen) -> str:
+    """Its output once it has exited (torchrun exits 1 when its ranks exit 3 by --stop-after-epoch)."""
+    output = process.communicate(timeout=300)[0]
+    assert "stopped after epoch" in output, output[-3000:]
+    return output
+
+
+def assert_equal_state(left: object, right: object, where: str = "checkpoint") -> None:
+    """Bit-identical tensors and equal plain values, recursively."""
+    if isinstance(left, torch.Tensor):
+        assert torch.equal(left, right), where
+    elif isinstance(left, dict):
+        assert left.keys() == right.keys(), where
+        for key in left:
+            assert_equal_state(left[key], right[key], f"{where}.{key}")
+    elif isinstance(left, (list, tuple)):
+        assert len(left) == len(right), where
+        for index, (a, b) in enumerate(zip(left, right)):
+            assert_equal_state(a, b, f"{where}[{index}]")
+    else:
+        assert left == right, where
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def pretrain_rank(index: int, argv: list[str], port: int, expected_exit: int) -> None:
+    """Rank `index` of 2, forked from the test process, with torchrun's variables: what
+    `python -m mscl pretrain` does under torchrun, without 2 s of imports per process."""
+    from mscl.train.pretrain import main
+
+    os.environ.update(RANK=str(index), LOCAL_RANK=str(index), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    torch.set_num_threads(1)  # as torchrun's ranks (OMP_NUM_THREADS=1)
+    assert main(argv) == expected_exit
+
+
+def forked_ddp_run(data: Path, out: Path, stop_after_epoch: int) -> None:
+    argv = ["--data", str(data), "--spec", json.dumps(DDP_SPEC), "--out", str(out), "--stop-after-epoch", str(stop_after_epoch)]
+    from mscl.train.pretrain import EXIT_STOPPED
+
+    torch.multiprocessing.start_processes(pretrain_rank, args=(argv, free_port(), EXIT_STOPPED), nprocs=2, start_method="fork")
+
+
+@pytest.mark.slow
+def test_ddp_pretrain_under_torchrun_equals_one_process_at_the_same_global_batch(tabular_manifest: Path, tmp_path: Path) -> None:
+    """Two steps (2 epochs of 1) on 2 processes under torchrun, the workflow's command, and in
+    one process: the same weights, optimiser moments and losses; rank 0 alone wrote the run."""
+    from mscl.__main__ import main as mscl_main
+    from mscl.train.pretrain import EXIT_STOPPED
+
+    ddp, single = tmp_path / "ddp", tmp_path / "single"
+    launched = torchrun(tabular_manifest, ddp, "--stop-after-epoch", "2")
+    arguments = ["--data", str(tabular_manifest), "--spec", json.dumps(DDP_SPEC), "--out", str(single), "--stop-after-epoch", "2"]
+    assert mscl_main(["pretrain", *arguments]) == EXIT_STOPPED  # meanwhile, in this process
+    output = finish(launched)
+
+    assert sorted(path.name for path in ddp.iterdir()) == ["checkpoint.pt", "resolved_spec.json", "train_log.csv", "versions.json"]
+    assert json.loads((ddp / "versions.json").read_text())["world_size"] == 2
+    assert output.count("pretrain epoch 2/2: loss") == 1
+    distributed, one = (torch.load(folder / "checkpoint.pt", weights_only=True) for folder in (ddp, single))
+    assert (distributed["world_size"], len(distributed["rank_rng"]), one["world_size"], distributed["step"]) == (2, 1, 1, 2)
+    for part in ("encoder", "head", "loss"):
+        for name, tensor in one[part].items():
+            torch.testing.assert_close(distributed[part][name], tensor, **WEIGHT_TOLERANCE, msg=lambda m: f"{part}.{name}: {m}")
+    for index, moments in one["optimizer"]["state"].items():
+        for name in ("exp_avg", "exp_avg_sq"):
+            torch.testing.assert_close(distributed["optimizer"]["state"][index][name], moments[name], **WEIGHT_TOLERANCE)
+    assert pd.read_csv(ddp / "train_log.csv")["loss"].tolist() == pd.read_csv(single / "train_log.csv")["loss"].tolist()
+
+
+@pytest.mark.slow
+def test_a_resumed_ddp_run_equals_an_uninterrupted_one(tabular_manifest: Path, tmp_path: Path) -> None:
+    """2 ranks stopped after epoch 1 and resumed by 2 fresh ranks end in the uninterrupted run's
+    state: every tensor, both ranks' random streams (rank 1's in rank_rng) included. (The ranks
+    draw views' masks even at mask rate 0, so their streams move.)"""
+    import torch._dynamo  # noqa: F401  (DDP's constructor imports it: once here, not in every fork)
+
+    straight, resumed = tmp_path / "straight", tmp_path / "resumed"
+    forked_ddp_run(tabular_manifest, straight, stop_after_epoch=2)
+    forked_ddp_run(tabular_manifest, resumed, stop_after_epoch=1)
+    assert torch.load(resumed / "checkpoint.pt", weights_only=True)["epoch"] == 1
+    forked_ddp_run(tabular_manifest, resumed, stop_after_epoch=2)
+    expected = torch.load(straight / "checkpoint.pt", weights_only=True)
+    assert expected["world_size"] == 2 and len(expected["rank_rng"]) == 1
+    assert_equal_state(torch.load(resumed / "checkpoint.pt", weights_only=True), expected)
+    assert pd.read_csv(resumed / "train_log.csv")["loss"].tolist() == pd.read_csv(straight / "train_log.csv")["loss"].tolist()
+
+
+def test_distributed_batch_size_must_split_evenly_over_the_processes(tabular_manifest: Path, tmp_path: Path, monkeypatch, capsys) -> None:
+    """Refused before any process group or output: 16 samples do not split over 3 ranks."""
+    from mscl.__main__ import main as mscl_main
+
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "3")
+    monkeypatch.setenv("LOCAL_RANK", "0")
+    arguments = ["--data", str(tabular_manifest), "--spec", json.dumps(DDP_SPEC), "--out", str(tmp_path / "out")]
+    assert mscl_main(["pretrain", *arguments]) == 1
+    error = capsys.readouterr().err
+    assert "batch_size 16 is the global batch and does not split evenly over 3 processes" in error
+    assert "use a multiple of 3 (e.g. 15 or 18)" in error and "(field 'batch_size')" in error
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_distributed_rank_never_goes_through_the_job_server(monkeypatch, tmp_path: Path, capsys) -> None:
+    """A rank runs in the process torchrun started, whatever $MSCL_JOB_SERVER says: not even a
+    connection is tried (a missing socket would say so)."""
+    from mscl import jobserver
+
+    monkeypatch.setenv(jobserver.SOCKET_ENV, str(tmp_path / "no-such-socket"))
+    assert jobserver.delegate(["pretrain"]) is None
+    assert "not reachable" in capsys.readouterr().err  # the socket is really missing
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    assert jobserver.delegate(["pretrain"]) is None
+    assert capsys.readouterr().err == ""
