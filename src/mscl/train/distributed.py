@@ -18,8 +18,10 @@ before. What makes the N processes one run:
   Loss parameters (prototypes) are inside the DDP module and averaged too.
 - **Random streams.** Every rank seeds the run's seed before the model is built (identical
   initial weights) and shuffles with the same generator (identical global batches); then
-  ranks 1..N-1 reseed their global RNGs (`seed_rank`), so that their crops, masks and dropout
-  differ from rank 0's instead of repeating them sample for sample.
+  ranks 1..N-1 reseed their global RNGs (`seed_rank`), so that their colour jitter, masks and
+  dropout differ from rank 0's instead of repeating them sample for sample. Image crops come
+  from per-sample seeds the shared generator draws (`mscl.train.data.SeededViews`), so every
+  sample is cropped as in one process.
 
 """
 
