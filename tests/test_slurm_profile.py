@@ -187,6 +187,8 @@ def test_site_values_are_set_in_one_block_and_code_edits_do_not_rerun_jobs():
         assert set(document["rerun-triggers"]) == {"mtime", "params", "input", "software-env"}
         for rule in TRAINING_RULES:
             assert not {"mem_mb", "runtime"} & set(document["set-resources"][rule])
+            # The claim check's tuning runs are the same jobs: the same partition and GPUs.
+            assert document["set-resources"][f"tuning_{rule}"] == document["set-resources"][rule]
 
 
 def aapd_only_config(path: Path) -> Path:
