@@ -198,16 +198,33 @@ def resized_crops(images: Sequence[Tensor], boxes: Tensor, image_size: int) -> T
             chunk = [images[i] for i in rows]
             sizes = to_device(torch.tensor([image.shape[1:] for image in chunk]), device)  # [n, 2]: height, width
             box = to_device(boxes[rows], device)
-            pixels = padded(chunk).double().unsqueeze(1)  # [n, 1, 3, H, W]
-            across = pillow_bilinear_weights(box[..., 0], box[..., 2], sizes[:, 1:], image_size, pixels.shape[-1])
-            down = pillow_bilinear_weights(box[..., 1], box[..., 3], sizes[:, :1], image_size, pixels.shape[-2])
-            across, down = across.transpose(-1, -2).unsqueeze(2), down.unsqueeze(2)  # [n, V, 1, W, S], [n, V, 1, S, H]
-            if across_first:
-                views = pillow_pass(down @ pillow_pass(pixels @ across))
-            else:
-                views = pillow_pass(pillow_pass(down @ pixels) @ across)
+            pixels = padded(chunk).double()  # [n, 3, H, W]
+            across = pillow_bilinear_weights(box[..., 0], box[..., 2], sizes[:, 1:], image_size, pixels.shape[-1])  # [n, V, S, W]
+            down = pillow_bilinear_weights(box[..., 1], box[..., 3], sizes[:, :1], image_size, pixels.shape[-2])  # [n, V, S, H]
+            views = (horizontal_then_vertical if across_first else vertical_then_horizontal)(pixels, across, down)
             out.index_copy_(0, to_device(torch.tensor(rows), device), views.to(torch.uint8))
     return out
+
+
+def horizontal_then_vertical(pixels: Tensor, across: Tensor, down: Tensor) -> Tensor:
+    """Both passes over pixels [n, 3, H, W] with weights [n, V, S, W] and [n, V, S, H] ->
+    levels [n, V, 3, S, S], the horizontal pass first. Each pass is one batched product over
+    the images (all views at once, no image copied per view)."""
+    n, _, height, width = pixels.shape
+    views, size = across.shape[1], across.shape[2]
+    rows = pillow_pass(pixels.view(n, 3 * height, width) @ across.permute(0, 3, 1, 2).reshape(n, width, views * size))
+    rows = rows.view(n, 3, height, views, size).permute(0, 3, 2, 1, 4).reshape(n * views, height, 3 * size)
+    out = pillow_pass(down.reshape(n * views, size, height) @ rows)  # [n V, S (rows), 3 S]
+    return out.view(n, views, size, 3, size).permute(0, 1, 3, 2, 4)
+
+
+def vertical_then_horizontal(pixels: Tensor, across: Tensor, down: Tensor) -> Tensor:
+    """As `horizontal_then_vertical`, the vertical pass first."""
+    n, _, height, width = pixels.shape
+    views, size = across.shape[1], across.shape[2]
+    columns = pillow_pass(down.reshape(n, views * size, height) @ pixels.permute(0, 2, 1, 3).reshape(n, height, 3 * width))
+    out = pillow_pass(columns.view(n * views, size * 3, width) @ across.reshape(n * views, size, width).transpose(1, 2))
+    return out.view(n, views, size, 3, size).permute(0, 1, 3, 2, 4)
 
 
 def pixel_chunks(pixels: Sequence[int]) -> list[tuple[int, int]]:
