@@ -100,3 +100,26 @@ def test_encoded_jpeg_bytes_decode_to_what_pillow_reads() -> None:
     data = torch.frombuffer(bytearray(buffer.getvalue()), dtype=torch.uint8)
     pillow = torch.from_numpy(np.asarray(Image.open(io.BytesIO(buffer.getvalue())).convert("RGB")).copy()).permute(2, 0, 1)
     assert torch.equal(decode_jpeg(data, mode=ImageReadMode.RGB), pillow)
+
+
+def test_a_training_epoch_reads_device_decoded_batches(mixed_images: Split) -> None:
+    """`train_epoch` over a loader whose images stay encoded: `contrastive_features` decodes and
+    cuts them (here with torchvision's CPU decoder) and the step trains."""
+    from mscl.train.data import make_loader, pretrain_dataset
+    from mscl.train.pretrain import start_training, train_epoch
+    from mscl.train.runtime import seed_everything
+    from mscl.train.spec import RunSpec
+
+    spec = RunSpec.from_mapping(
+        {"dataset": "coco", "encoder_name": "c", "encoder": {"kind": "cifar_resnet", "widths": [4], "blocks": 1}, "loss": "simdissim",
+         "batch_size": 4, "pretrain": {"image_size": SIZE, "projection_dim": 8, "epochs": 1}}
+    )  # fmt: skip
+    generator, cpu = seed_everything(0), torch.device("cpu")
+    dataset = pretrain_dataset(mixed_images, "image", SIZE, 0.2, 0.5, DEVICE)
+    loader = make_loader(dataset, 4, shuffle=True, drop_last=True, generator=generator, num_workers=0, device=cpu)
+    assert "encoded" in next(iter(loader))
+    state = start_training(spec, 3, 1, generator, cpu, "fp32")
+    before = [p.detach().clone() for p in state.encoder.parameters()]
+    row = train_epoch(state, loader)
+    assert row["steps"] == 1 and np.isfinite(float(row["loss"]))
+    assert any(not torch.equal(b, p) for b, p in zip(before, state.encoder.parameters()))

@@ -288,3 +288,21 @@ def assert_same(left, right) -> None:
             assert_same(a, b)
     else:
         assert left == right
+
+
+def test_bench_gpu_runs_every_kind_of_case_at_toy_sizes_on_the_cpu(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """`bench gpu --device cpu`: the pipeline and bare loops of an image case, the losses and
+    the decode comparison run and report (the text cases need make-tiny-models' seconds; the
+    GPU check runs them)."""
+    from mscl.bench import main as bench_main
+
+    out = tmp_path / "rows.json"
+    argv = ["gpu", "--device", "cpu", "--cases", "resnet50", "losses", "decode", "--steps", "1", "--warmup", "1", "--repeats", "1",
+            "--data-dir", str(tmp_path / "data"), "--json", str(out)]  # fmt: skip
+    assert bench_main(argv) == 0
+    rows = json.loads(out.read_text())
+    assert [row["case"] for row in rows] == ["resnet50", "losses L=87", "losses L=252"]
+    assert all(row["pipeline_samples_per_s"] > 0 and row["bare_samples_per_s"] > 0 and row["ratio"] > 0 for row in rows)
+    printed = capsys.readouterr().out
+    assert "| resnet50 " in printed and "pipeline/bare" in printed
+    assert "views vs the CPU path: mean |difference| 0.000 grey levels, largest 0" in printed  # the CPU decoders agree exactly

@@ -547,7 +547,7 @@ def _bench_gpu(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cases", nargs="+", choices=GPU_BENCH_CASES, default=list(GPU_BENCH_CASES), help="what to measure (default: all)")
     parser.add_argument("--steps", type=int, default=8, help="timed optimisation steps per loop (default 8)")
     parser.add_argument("--warmup", type=int, default=2, help="untimed steps before each loop (default 2)")
-    parser.add_argument("--repeats", type=int, default=5, help="timed repetitions of the losses case, median (default 5)")
+    parser.add_argument("--repeats", type=int, default=5, help="timed repetitions of the losses and decode cases, median (default 5)")
     parser.add_argument("--data-dir", type=Path, help="folder for the synthetic data, reused when already there (default: a temporary one)")
     parser.add_argument("--models", type=Path, help="make-tiny-models output (default: written into a temporary folder; --set paper on CUDA)")
     parser.add_argument("--json", type=Path, help="also write the table's rows to this JSON file")

@@ -37,7 +37,7 @@ and two without a model:
 - decode: the views of 256 JPEGs decoded and cut on the device against the CPU path's (mean and
   largest difference in grey levels) and the throughput of each.
 
-`--device cpu` runs every case at toy sizes (ResNet-18 at 32 px, the tiny text models) so that
+`--device cpu` runs every case at toy sizes (ResNet-18 at 16 px, the tiny text models, 4 JPEGs) so that
 the suite can run this code; its figures mean nothing. docs/gpu.md has the measured table.
 """
 
@@ -101,9 +101,9 @@ def case_specs(device: torch.device, models: Path) -> dict[str, tuple[str, dict[
         }
     else:
         roberta, llama = models / "roberta", models / "llama"
-        resnet = {"kind": "resnet", "arch": "resnet18", "weights": "none", "small_input": True}
-        image = {"image_size": 32, "crop_scale_min": 0.2}
-        sizes = {"image": 8, "text": 4, "plm": 2, "tokens": 64, "plm_tokens": 128, "chunk": 32, "attention": 16}
+        resnet = {"kind": "resnet", "arch": "resnet18", "weights": "none"}
+        image = {"image_size": 16, "crop_scale_min": 0.2}
+        sizes = {"image": 4, "text": 4, "plm": 2, "tokens": 64, "plm_tokens": 128, "chunk": 32, "attention": 16}
         precision = "fp32"
         describe = dict.fromkeys(MODEL_CASES, "toy size on the CPU (checks the code, not the speed)")
     llama_spec = {"kind": "llama_lora", "path": str(llama), "max_length": sizes["tokens"], "lora_r": 16, "lora_alpha": 32,
@@ -277,8 +277,9 @@ def losses_rows(device: torch.device, repeats: int) -> list[Row]:
     return rows
 
 
-def decode_lines(data: Path, device: torch.device, count: int, image_size: int) -> list[str]:
-    """Views decoded and cut on `device` against the CPU path's, and each path's speed."""
+def decode_lines(data: Path, device: torch.device, count: int, image_size: int, repeats: int) -> list[str]:
+    """Views decoded and cut on `device` against the CPU path's, and each path's speed (the
+    device's: median of `repeats` batches)."""
     from mscl.data.manifest import read_labels
     from mscl.train.data import ImageDataset, collate, load_split
     from mscl.train.decode import DEVICE, WORKERS, device_views
@@ -295,7 +296,7 @@ def decode_lines(data: Path, device: torch.device, count: int, image_size: int) 
     cpu_rate = 2 * len(items) / (time.process_time() - started)
     torch.set_num_threads(threads)
     views = device_views(batch, device)  # warm-up (nvJPEG handles, kernels)
-    seconds = statistics.median(timed(device, lambda: device_views(batch, device)) for _ in range(5))
+    seconds = statistics.median(timed(device, lambda: device_views(batch, device)) for _ in range(repeats))
     difference = (views.cpu().int() - expected.int()).abs().float()
     return [
         f"decode: {len(items)} JPEGs of {data.name}, {image_size} px, two views each",
@@ -355,8 +356,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print()
         print(format_rows(rows))
         if "decode" in args.cases:
-            size = 224 if device.type == "cuda" else 32
-            print("\n" + "\n".join(decode_lines(prepared_data("image", device, data_dir), device, 256 if device.type == "cuda" else 8, size)))
+            size = 224 if device.type == "cuda" else 16
+            count = 256 if device.type == "cuda" else 4
+            print("\n" + "\n".join(decode_lines(prepared_data("image", device, data_dir), device, count, size, args.repeats)))
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     if args.json:
