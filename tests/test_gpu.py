@@ -25,6 +25,7 @@ from PIL import Image
 
 from mscl.__main__ import main as mscl_main
 from mscl.data.manifest import write_dataset
+from mscl.defaults import EXIT_STOPPED
 from mscl.losses import LOSS_NAMES, PROTOTYPE_LOSSES, csr_labels, make_loss
 from mscl.train.labels import LabelMatrix
 from mscl.train.runtime import autocast
@@ -212,7 +213,7 @@ def test_bf16_autocast_leaves_the_loss_and_the_optimiser_state_float32(device: s
 def test_views_made_on_cuda_match_the_cpu_path(jpeg_data: Path) -> None:
     """Colour views on CUDA are the CPU's up to float rounding (same draws: they come from the
     CPU generator); the crops cut on CUDA from pixels are the CPU's bit for bit; JPEGs decoded
-    by nvJPEG differ from Pillow's decoder by a little (measured: printed, docs/gpu.md)."""
+    by nvJPEG differ from Pillow's decoder by a little (printed; docs/gpu.md)."""
     from mscl.data.manifest import read_labels
     from mscl.train.augment import color_views
     from mscl.train.data import ImageDataset, collate, load_split
@@ -230,11 +231,16 @@ def test_views_made_on_cuda_match_the_cpu_path(jpeg_data: Path) -> None:
     batch = collate([ImageDataset(split, 32, 2, 0.2, decode=DEVICE)[item] for item in items], len(LABELS))
     pixels = decode_images(batch["encoded"], torch.device("cpu"))
     assert torch.equal(resized_crops([p.cuda() for p in pixels], batch["boxes"], 32).cpu(), resized_crops(pixels, batch["boxes"], 32))
-    cpu_path = collate([ImageDataset(split, 32, 2, 0.2, decode=WORKERS)[item] for item in items], len(LABELS))["images"]
-    difference = (device_views(batch, torch.device("cuda")).cpu().int() - cpu_path.int()).abs().float()
+    cpu_path = collate([ImageDataset(split, 32, 2, 0.2, decode=WORKERS)[item] for item in items], len(LABELS))["images"].int()
+    on_gpu = device_views(batch, torch.device("cuda"))
+    assert on_gpu.device.type == "cuda" and on_gpu.dtype == torch.uint8 and on_gpu.shape == cpu_path.shape
+    difference = (on_gpu.cpu().int() - cpu_path).abs().float()
+    other_image = (cpu_path.roll(1, dims=0) - cpu_path).abs().float()  # the same crops of another image
     print(f"\nnvJPEG views vs the CPU path: mean |diff| {difference.mean():.3f} levels, max {difference.max():.0f}, "
-          f"{(difference > 1).float().mean():.2%} of values off by more than 1")  # fmt: skip
-    assert difference.mean() < 2.0
+          f"{(difference > 1).float().mean():.2%} of values off by more than 1 (another image: {other_image.mean():.1f})")  # fmt: skip
+    # The two decoders may differ by some levels (chroma upsampling, IDCT); a wrong box, channel
+    # order or orientation would differ as much as another image does.
+    assert difference.mean() < other_image.mean() / 10
 
 
 @gpu_test
@@ -250,7 +256,7 @@ def test_checkpoint_save_and_resume_on_cuda(kind: str, request: pytest.FixtureRe
     models = {} if image else request.getfixturevalue("tiny_models")
     spec = run_spec(encoder_spec(kind, models), epochs=2, precision="fp32")
     stopped, straight = tmp_path / "stopped", tmp_path / "straight"
-    assert pretrain(data, spec, stopped, "--stop-after-epoch", "1") == 3
+    assert pretrain(data, spec, stopped, "--stop-after-epoch", "1") == EXIT_STOPPED
     saved = load_checkpoint(stopped / "checkpoint.pt")
     assert saved["epoch"] == 1 and "cuda" in saved["rng"]
     assert any(value.is_floating_point() for state in saved["optimizer"]["state"].values() for value in state.values())
