@@ -308,7 +308,8 @@ def test_bench_gpu_runs_every_kind_of_case_at_toy_sizes_on_the_cpu(tmp_path: Pat
     assert bench_main(argv) == 0
     rows = json.loads(out.read_text())
     assert [row["case"] for row in rows] == ["resnet50", "losses L=87", "losses L=252"]
-    assert all(row["pipeline_samples_per_s"] > 0 and row["bare_samples_per_s"] > 0 and row["ratio"] > 0 for row in rows)
+    # The toy pipeline rate is a difference of two short epochs' times (NaN where noise beats it).
+    assert all(row["bare_samples_per_s"] > 0 and not row["pipeline_samples_per_s"] <= 0 for row in rows)
     printed = capsys.readouterr().out
     assert "| resnet50 " in printed and "pipeline/bare" in printed
     assert "views vs the CPU path: mean |difference| 0.000 grey levels, largest 0" in printed  # the CPU decoders agree exactly

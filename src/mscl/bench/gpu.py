@@ -9,12 +9,16 @@ precision, one after the other:
 - pipeline: `mscl.train.pretrain`'s own code, `start_training`, `training_loader` and
   `train_epoch`: the DataLoader's workers and pinned batches, the views made as a run makes them
   (two crops per image and the colour on the device, or two dropout passes over texts tokenised
-  in the step), sparse CSR labels, the learning rate set every step, the loss; `--warmup` steps,
-  then `--steps` timed steps (a new epoch of the persistent-worker loader);
+  in the step), sparse CSR labels, the learning rate set every step, the loss. After a warm-up
+  epoch of `--warmup` steps it times an epoch of `--warmup` steps and one of `--warmup` +
+  `--steps`: their difference is the steady rate over `--steps` steps, and what the short
+  epoch took beyond it the epoch's start (waiting for the first batch, which one worker makes
+  alone);
 - bare: one batch of those, made once and left on the device (normalised views, tokens, labels),
   then forward, loss, backward and optimiser step, `--steps` times: what the model alone costs.
 
-It prints samples/s of each, pipeline / bare, and the peak GPU memory of each. Cases at the
+It prints samples/s of each, pipeline / bare, the pipeline's epoch start and the peak GPU memory
+of each. Cases at the
 paper's sizes (on `--device cuda`, bf16):
 
 - resnet50, resnet50-cpu-decode: ResNet-50 at 224 px, batch 256, on `make-synthetic coco`
@@ -44,6 +48,7 @@ the suite can run this code; its figures mean nothing. docs/gpu.md has the measu
 from __future__ import annotations
 
 import json
+import math
 import shutil
 import statistics
 import sys
@@ -57,10 +62,10 @@ import torch
 
 from mscl import cli
 from mscl.defaults import GPU_MODEL_CASES as MODEL_CASES
-# Synthetic data per device: (dataset, scale). On CUDA the train splits hold more samples than
-# warm-up plus timed steps take (coco x 0.03: 2,462 images; mimic3_full x 0.01: 477 notes).
+# Synthetic data per device: (dataset, scale). On CUDA the train splits hold the longest timed
+# epoch, 2 + 8 steps by default (coco x 0.035: 2,870 images; mimic3_full x 0.01: 477 notes).
 DATA = {
-    "cuda": {"image": ("coco", 0.03), "text": ("mimic3_full", 0.01)},
+    "cuda": {"image": ("coco", 0.035), "text": ("mimic3_full", 0.01)},
     "cpu": {"image": ("coco", 0.0005), "text": ("mimic3_full", 0.0008)},
 }
 LOSS_SIZES = {"cuda": (8192, (8692, 25230)), "cpu": (64, (87, 252))}  # (anchors n, label spaces L)
@@ -75,6 +80,7 @@ class Row:
     bare_samples_per_s: float
     pipeline_peak_gib: float | None
     bare_peak_gib: float | None
+    epoch_start_s: float | None = None  # the pipeline's wait for an epoch's first batch
 
     @property
     def ratio(self) -> float:
@@ -102,7 +108,7 @@ def case_specs(device: torch.device, models: Path) -> dict[str, tuple[str, dict[
     else:
         roberta, llama = models / "roberta", models / "llama"
         resnet = {"kind": "resnet", "arch": "resnet18", "weights": "none"}
-        image = {"image_size": 16, "crop_scale_min": 0.2}
+        image = {"image_size": 16, "crop_scale_min": 0.2, "num_workers": 0}  # no worker processes to start for a code check
         sizes = {"image": 4, "text": 4, "plm": 2, "tokens": 64, "plm_tokens": 128, "chunk": 32, "attention": 16}
         precision = "fp32"
         describe = dict.fromkeys(MODEL_CASES, "toy size on the CPU (checks the code, not the speed)")
@@ -182,24 +188,36 @@ def model_case(name: str, what: str, mapping: dict[str, Any], data: Path, device
     spec = RunSpec.from_mapping({**mapping, "dataset": data.name.split("_x")[0], "loss": "simdissim"})
     vocabulary = read_labels(data)
     train = load_split(data, "train", vocabulary, spec.modality)
-    if len(train) < spec.batch_size * max(steps, warmup):
-        raise ValueError(f"{data} has {len(train)} train samples, fewer than {max(steps, warmup)} batches of {spec.batch_size}")
+    if len(train) < spec.batch_size * (warmup + steps):
+        raise ValueError(f"{data} has {len(train)} train samples, fewer than {warmup + steps} batches of {spec.batch_size}; lower --steps")
     generator = seed_everything(spec.seed)
     state = start_training(spec, len(vocabulary), warmup, generator, device, resolve_precision(spec.pretrain.precision, device))
     loader = training_loader(spec, train, None, generator, device)
     train_epoch(state, loader)  # warm-up: workers start, kernels are chosen and compiled
-    state.steps_per_epoch = steps
+
+    def epoch_seconds(length: int) -> float:
+        state.steps_per_epoch = length
+        return timed(device, lambda: train_epoch(state, loader))
+
+    # Every epoch starts by waiting for its first batch, which one worker makes alone (B samples
+    # of decoding and cropping on the CPU path): the difference of a short and a long epoch is
+    # the steady rate, and the short one's excess over it the start-up, both of the pipeline's
+    # own train_epoch.
     reset_peak(device)
-    pipeline_seconds = timed(device, lambda: train_epoch(state, loader))
+    short = epoch_seconds(warmup)
+    long = epoch_seconds(warmup + steps)
     pipeline_peak = peak_gib(device)
-    batch = next(iter(loader))
-    step = bare_step(state, batch)
+    per_step = (long - short) / steps
+    if per_step <= 0:
+        print(f"bench gpu: {name}: timing noise exceeds {steps} step(s) (short epoch {short:.3f} s, long {long:.3f} s); raise --steps", file=sys.stderr)
+        per_step = math.nan
+    step = bare_step(state, next(iter(loader)))
     for _ in range(warmup):
         step()
     reset_peak(device)
     bare_seconds = timed(device, lambda: [step() for _ in range(steps)])
     samples = steps * spec.batch_size
-    return Row(name, what, samples / pipeline_seconds, samples / bare_seconds, pipeline_peak, peak_gib(device))
+    return Row(name, what, spec.batch_size / per_step, samples / bare_seconds, pipeline_peak, peak_gib(device), short - warmup * per_step)  # NaN when noisy
 
 
 def bare_step(state: Any, batch: dict[str, Any]) -> Callable[[], None]:
@@ -311,16 +329,17 @@ def decode_lines(data: Path, device: torch.device, count: int, image_size: int, 
 
 
 def format_rows(rows: Sequence[Row]) -> str:
-    header = f"| {'case':<20} | {'pipeline samples/s':>18} | {'bare samples/s':>14} | {'pipeline/bare':>13} | {'peak GiB pipeline':>17} | {'peak GiB bare':>13} | what"
+    header = (f"| {'case':<20} | {'pipeline samples/s':>18} | {'bare samples/s':>14} | {'pipeline/bare':>13} | {'epoch start s':>13} "
+              f"| {'peak GiB pipeline':>17} | {'peak GiB bare':>13} | what")  # fmt: skip
     lines = [header, "|" + "|".join("-" * len(cell) for cell in header.split("|")[1:-1]) + "|------"]
 
-    def gib(value: float | None) -> str:
+    def number(value: float | None) -> str:
         return "-" if value is None else f"{value:.2f}"
 
     for row in rows:
         lines.append(
             f"| {row.case:<20} | {row.pipeline_samples_per_s:>18,.1f} | {row.bare_samples_per_s:>14,.1f} | {row.ratio:>13.3f} | "
-            f"{gib(row.pipeline_peak_gib):>17} | {gib(row.bare_peak_gib):>13} | {row.what}"
+            f"{number(row.epoch_start_s):>13} | {number(row.pipeline_peak_gib):>17} | {number(row.bare_peak_gib):>13} | {row.what}"
         )
     return "\n".join(lines)
 
