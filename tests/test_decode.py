@@ -46,15 +46,16 @@ def test_resized_crops_are_pillows_resize_bit_for_bit() -> None:
 
 @pytest.fixture(scope="module")
 def mixed_images(tmp_path_factory: pytest.TempPathFactory) -> Split:
-    """Colour, grayscale and CMYK JPEGs and a PNG: the last two are decoded by Pillow in the
-    worker on the device path too."""
+    """Baseline colour JPEGs (landscape, portrait) and what the worker decodes with Pillow on
+    the device path too: a grayscale, a CMYK and a progressive JPEG and a PNG."""
     root, rng = tmp_path_factory.mktemp("decode"), np.random.default_rng(1)
     paths = []
-    for name, mode, kind in [("a.jpg", "RGB", "JPEG"), ("b.jpg", "RGB", "JPEG"), ("gray.jpg", "L", "JPEG"), ("cmyk.jpg", "CMYK", "JPEG"), ("c.png", "RGB", "PNG")]:
+    files = [("a.jpg", "RGB", {}), ("b.jpg", "RGB", {}), ("gray.jpg", "L", {}), ("cmyk.jpg", "CMYK", {}), ("p.jpg", "RGB", {"progressive": True}), ("c.png", "RGB", None)]
+    for name, mode, jpeg_options in files:
         image = Image.fromarray(photo(rng, 50, 38) if name != "b.jpg" else photo(rng, 38, 50)).convert(mode)
-        image.save(root / name, kind, **({"quality": 90} if kind == "JPEG" else {}))
+        image.save(root / name, "PNG" if jpeg_options is None else "JPEG", **({} if jpeg_options is None else {"quality": 90, **jpeg_options}))
         paths.append(str(root / name))
-    labels = LabelMatrix.from_dense(torch.eye(len(paths), 3)[:, :3].clamp(max=1))
+    labels = LabelMatrix.from_dense(torch.eye(len(paths), 3))
     return Split([Path(p).stem for p in paths], paths, labels, 0)
 
 
@@ -67,9 +68,9 @@ def test_device_views_equal_the_worker_views_on_the_cpu(mixed_images: Split) -> 
     device = ImageDataset(mixed_images, SIZE, views=2, crop_scale_min=0.2, decode=DEVICE)
     expected = collate([workers[item] for item in items], num_labels=3)
     batch = collate([device[item] for item in items], num_labels=3)
-    assert [tuple(e.shape) for e in batch["encoded"]] == [(len(Path(p).read_bytes()),) for p in mixed_images.items[:3]] + [(3, 38, 50), (3, 38, 50)]
+    assert [tuple(e.shape) for e in batch["encoded"]] == [(len(Path(p).read_bytes()),) for p in mixed_images.items[:2]] + [(3, 38, 50)] * 4
     views = device_views(batch, torch.device("cpu"))
-    assert views.dtype == torch.uint8 and views.shape == expected["images"].shape == (5, 2, 3, SIZE, SIZE)
+    assert views.dtype == torch.uint8 and views.shape == expected["images"].shape == (6, 2, 3, SIZE, SIZE)
     assert torch.equal(views, expected["images"])
     assert torch.equal(batch["labels"].to_dense(), expected["labels"].to_dense())
 

@@ -52,8 +52,8 @@ def label_lists(rng: np.random.Generator, count: int) -> list[list[str]]:
 
 @pytest.fixture(scope="module")
 def jpeg_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """An image manifest of 64 x 48 JPEGs (24/12/12), one of them grayscale: the files the GPU
-    decodes."""
+    """An image manifest of 64 x 48 JPEGs (24/12/12): baseline colour ones, which the GPU
+    decodes, and per split one grayscale one, which Pillow decodes in a worker."""
     root, rng = tmp_path_factory.mktemp("jpeg"), np.random.default_rng(0)
     splits = {}
     for split, count in (("train", 24), ("val", 12), ("test", 12)):

@@ -7,8 +7,8 @@ second needs a dozen busy cores to keep it fed. On the device path the workers o
 
 - `encoded_item` (in the Dataset): the file's bytes, the image size from its header (Pillow reads
   no pixels for that) and the views' crop boxes, drawn from the sample's seed by the same
-  `random_crop_box` calls as the CPU path, so both paths cut the same boxes. A file that
-  torchvision cannot decode to RGB itself (not a JPEG, or a CMYK JPEG) is decoded by Pillow
+  `random_crop_box` calls as the CPU path, so both paths cut the same boxes. A file the device
+  does not decode (anything but a baseline colour JPEG: `DEVICE_MODES`) is decoded by Pillow
   there and travels as pixels; the rest of its way is the same.
 - `device_views` (in the training step): the batch's JPEGs decoded at once by
   `torchvision.io.decode_jpeg` on the device (nvJPEG on a GPU), then every box resized to
@@ -43,9 +43,10 @@ from mscl.train.augment import random_crop_box
 
 # Where a run decodes its training images: "workers" (Pillow, the CPU path) or "device".
 WORKERS, DEVICE = "workers", "device"
-# JPEG colour modes (as Pillow reads them from the header) that decode_jpeg turns into RGB the
-# way Pillow's convert("RGB") does; others (CMYK, YCCK) are decoded by Pillow in the worker.
-DEVICE_MODES = ("RGB", "L")
+# What the device decodes: baseline JPEGs in colour (Pillow's mode from the header). The rest,
+# grayscale, CMYK or progressive JPEGs and other formats, Pillow decodes in the worker: nvJPEG's
+# hardware path takes baseline colour JPEGs, and those others are few in photo collections.
+DEVICE_MODES = ("RGB",)
 # Source pixels resized at once by `resized_crops` (float64: 24 bytes each for 3 channels, twice
 # that with the first pass and the weights): a batch of 256 COCO-sized images (<= 640 x 640)
 # takes two to four chunks of at most about 2.5 GB.
@@ -91,11 +92,13 @@ def resolve_decode(setting: str, device: torch.device) -> str:
 # ------------------------------------------------------------------- in the Dataset
 
 
-def read_header(path: str) -> tuple[str | None, str, tuple[int, int]]:
-    """(format, mode, (width, height)) from the file's header; Pillow decodes no pixels."""
+def read_header(path: str) -> tuple[bool, tuple[int, int]]:
+    """(whether the device decodes the file, (width, height)) from its header; Pillow decodes
+    no pixels for it."""
     try:
         with Image.open(path) as image:
-            return image.format, image.mode, image.size
+            decodable = image.format == "JPEG" and image.mode in DEVICE_MODES and not image.info.get("progressive")
+            return decodable, image.size
     except (OSError, ValueError) as error:
         raise InputError(path, f"cannot read the image ({error})", "re-run the dataset's preprocessing rule")
 
@@ -106,9 +109,9 @@ def encoded_item(path: str, image_size: int, views: int, scale_min: float, gener
     "image_size": S}. The boxes are those `train_crop` cuts from the same generator."""
     from mscl.train.data import open_rgb  # here: mscl.train.data imports this module
 
-    image_format, mode, (width, height) = read_header(path)
+    decodable, (width, height) = read_header(path)
     boxes = torch.tensor([random_crop_box(width, height, scale_min, generator) for _ in range(views)], dtype=torch.long)
-    if image_format == "JPEG" and mode in DEVICE_MODES:
+    if decodable:
         encoded = torch.from_numpy(np.fromfile(path, dtype=np.uint8))
     else:
         encoded = torch.from_numpy(np.array(open_rgb(path), dtype=np.uint8)).permute(2, 0, 1).contiguous()
