@@ -88,7 +88,14 @@ BENCH_ARGS=()
 [ "$DEVICE" = cpu ] && BENCH_ARGS=(--steps 2 --warmup 1 --repeats 2)
 stage bench "${T_BENCH:-270}" "$PYTHON" -m mscl bench gpu --device "$DEVICE" --cases resnet50 resnet50-cpu-decode roberta-base llama-lora plm-icd losses \
     --data-dir "$WORK/data" --json "$OUT/bench_gpu.json" "${BENCH_ARGS[@]}"
-grep -E "^(bench gpu:|\|)" "$OUT/bench.log" | awk '!seen[$0]++' >>"$SUMMARY"
+# The device line and the final table; a bench that stopped early printed no table, but each
+# model row as soon as it was measured.
+grep "^bench gpu:" "$OUT/bench.log" >>"$SUMMARY"
+if grep -q "^| case " "$OUT/bench.log"; then
+    awk '/^\| case /{table=1} table && /^\|/' "$OUT/bench.log" >>"$SUMMARY"
+else
+    grep "^|" "$OUT/bench.log" >>"$SUMMARY"
+fi
 
 say ""
 if [ $FAILED -eq 0 ]; then say "gpu_check: every stage passed"; else say "gpu_check: a stage FAILED (its log is in $OUT)"; fi
