@@ -545,7 +545,7 @@ def _bench_loader(parser: argparse.ArgumentParser) -> None:
 def _bench_gpu(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda", help="cuda: the paper's sizes; cpu: toy sizes that check the code (default cuda)")
     parser.add_argument("--cases", nargs="+", choices=GPU_BENCH_CASES, default=list(GPU_BENCH_CASES), help="what to measure (default: all)")
-    parser.add_argument("--steps", type=int, default=8, help="timed optimisation steps per loop (default 8)")
+    parser.add_argument("--steps", type=int, default=30, help="timed optimisation steps per loop (default 30: more than two batches per worker)")
     parser.add_argument("--warmup", type=int, default=2, help="untimed steps before each loop (default 2)")
     parser.add_argument("--repeats", type=int, default=5, help="timed repetitions of the losses and decode cases, median (default 5)")
     parser.add_argument("--data-dir", type=Path, help="folder for the synthetic data, reused when already there (default: a temporary one)")

@@ -1,6 +1,6 @@
 """`python -m mscl bench gpu`: the pipeline's pretraining step against a bare loop of the same model.
 
-    python -m mscl bench gpu [--device cuda|cpu] [--cases NAME ...] [--steps 8] [--warmup 2]
+    python -m mscl bench gpu [--device cuda|cpu] [--cases NAME ...] [--steps 30] [--warmup 2]
                              [--data-dir DIR] [--models DIR] [--json PATH]
 
 For each model case two loops train the same model with the same optimiser, batch size and
@@ -13,7 +13,9 @@ precision, one after the other:
   epoch of `--warmup` steps it times an epoch of `--warmup` steps and one of `--warmup` +
   `--steps`: their difference is the steady rate over `--steps` steps, and what the short
   epoch took beyond it the epoch's start (waiting for the first batch, which one worker makes
-  alone);
+  alone). Each worker makes whole batches, two ahead, so only an epoch longer than twice the
+  workers shows whether they keep up: `--steps` is 30 (16 workers on the GPU machine), and the
+  train split is repeated to hold it;
 - bare: one batch of those, made once and left on the device (normalised views, tokens, labels),
   then forward, loss, backward and optimiser step, `--steps` times: what the model alone costs.
 
@@ -47,6 +49,7 @@ the suite can run this code; its figures mean nothing. docs/gpu.md has the measu
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import shutil
@@ -62,10 +65,10 @@ import torch
 
 from mscl import cli
 from mscl.defaults import GPU_MODEL_CASES as MODEL_CASES
-# Synthetic data per device: (dataset, scale). On CUDA the train splits hold the longest timed
-# epoch, 2 + 8 steps by default (coco x 0.035: 2,870 images; mimic3_full x 0.01: 477 notes).
+# Synthetic data per device: (dataset, scale); a train split shorter than the longest timed
+# epoch is repeated (`tiled`). coco x 0.02: 1,640 train images; mimic3_full x 0.01: 477 notes.
 DATA = {
-    "cuda": {"image": ("coco", 0.035), "text": ("mimic3_full", 0.01)},
+    "cuda": {"image": ("coco", 0.02), "text": ("mimic3_full", 0.01)},
     "cpu": {"image": ("coco", 0.0005), "text": ("mimic3_full", 0.0008)},
 }
 LOSS_SIZES = {"cuda": (8192, (8692, 25230)), "cpu": (64, (87, 252))}  # (anchors n, label spaces L)
@@ -188,8 +191,7 @@ def model_case(name: str, what: str, mapping: dict[str, Any], data: Path, device
     spec = RunSpec.from_mapping({**mapping, "dataset": data.name.split("_x")[0], "loss": "simdissim"})
     vocabulary = read_labels(data)
     train = load_split(data, "train", vocabulary, spec.modality)
-    if len(train) < spec.batch_size * (warmup + steps):
-        raise ValueError(f"{data} has {len(train)} train samples, fewer than {warmup + steps} batches of {spec.batch_size}; lower --steps")
+    train = tiled(train, math.ceil(spec.batch_size * (warmup + steps) / len(train)))
     generator = seed_everything(spec.seed)
     state = start_training(spec, len(vocabulary), warmup, generator, device, resolve_precision(spec.pretrain.precision, device))
     loader = training_loader(spec, train, None, generator, device)
@@ -218,6 +220,18 @@ def model_case(name: str, what: str, mapping: dict[str, Any], data: Path, device
     bare_seconds = timed(device, lambda: [step() for _ in range(steps)])
     samples = steps * spec.batch_size
     return Row(name, what, spec.batch_size / per_step, samples / bare_seconds, pipeline_peak, peak_gib(device), short - warmup * per_step)  # NaN when noisy
+
+
+def tiled(split: Any, times: int) -> Any:
+    """`split` repeated `times` times (same files, same labels): epochs long enough for the
+    workers' sustained rate to show, from a few thousand synthetic JPEGs."""
+    from mscl.train.labels import LabelMatrix
+
+    labels = split.labels
+    counts = (labels.indptr[1:] - labels.indptr[:-1]).repeat(times)
+    indptr = torch.cat([torch.zeros(1, dtype=torch.long), torch.cumsum(counts, 0)])
+    repeated = LabelMatrix(indptr, labels.indices.repeat(times), labels.num_labels)
+    return dataclasses.replace(split, ids=split.ids * times, items=split.items * times, labels=repeated)
 
 
 def bare_step(state: Any, batch: dict[str, Any]) -> Callable[[], None]:
