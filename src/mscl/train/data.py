@@ -140,7 +140,7 @@ class ImageDataset(Dataset):
 
     seeded_views = True  # make_loader pairs each index with a seed when views > 1
 
-    def __init__(self, split: Split, image_size: int, views: int, crop_scale_min: float = 1.0, decode: str = "workers"):
+    def __init__(self, split: Split, image_size: int, views: int, crop_scale_min: float = 1.0, decode: str = WORKERS):
         self.split = split
         self.image_size = image_size
         self.views = views
