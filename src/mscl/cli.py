@@ -37,6 +37,7 @@ from mscl.defaults import (
     FASHION_MNIST_MAX_ITEMS,
     FASHION_MNIST_ROOT,
     FASHION_MNIST_VAL_FRACTION,
+    GPU_BENCH_CASES,
     LABEL_FORM_NAMES,
     MAX_SEED,
     MIMIC_CHUNK_ROWS,
@@ -538,6 +539,18 @@ def _bench_loader(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batches", type=int, default=10, help="timed batches per worker count (default 10)")
     parser.add_argument("--samples", type=int, default=200, help="samples timed part by part in this process (default 200)")
     parser.add_argument("--target", type=int, default=3000, help="views/s a GPU consumes, to size the workers for (default 3,000: ResNet-50 bf16 on an H100)")
+
+
+@command("bench gpu", doc_of="mscl.bench.gpu")
+def _bench_gpu(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda", help="cuda: the paper's sizes; cpu: toy sizes that check the code (default cuda)")
+    parser.add_argument("--cases", nargs="+", choices=GPU_BENCH_CASES, default=list(GPU_BENCH_CASES), help="what to measure (default: all)")
+    parser.add_argument("--steps", type=int, default=30, help="timed optimisation steps per loop (default 30: more than two batches per worker)")
+    parser.add_argument("--warmup", type=int, default=2, help="untimed steps before each loop (default 2)")
+    parser.add_argument("--repeats", type=int, default=5, help="timed repetitions of the losses and decode cases, median (default 5)")
+    parser.add_argument("--data-dir", type=Path, help="folder for the synthetic data, reused when already there (default: a temporary one)")
+    parser.add_argument("--models", type=Path, help="make-tiny-models output (default: written into a temporary folder; --set paper on CUDA)")
+    parser.add_argument("--json", type=Path, help="also write the table's rows to this JSON file")
 
 
 @command("bench plm_icd", doc_of="mscl.bench.plm_icd")

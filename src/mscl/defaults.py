@@ -64,3 +64,7 @@ CLAIM_MARGIN = 0.01  # the equivalence margin (fraction): 1 point, declared in t
 
 # The label tensors `bench losses` times (the keys of mscl.bench.losses.LABEL_FORMS; a test checks).
 LABEL_FORM_NAMES = ("dense", "csr", "dense-bool")
+# What `bench gpu` measures: its model cases (mscl.bench.gpu.case_specs), then the loss's label
+# work and the JPEG decoding.
+GPU_MODEL_CASES = ("resnet50", "resnet50-cpu-decode", "roberta-base", "llama-lora", "plm-icd")
+GPU_BENCH_CASES = (*GPU_MODEL_CASES, "losses", "decode")

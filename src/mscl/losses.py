@@ -104,6 +104,8 @@ def csr_labels(label_ids: Sequence[Sequence[int] | Tensor], num_labels: int) -> 
         # torch's one-time "sparse CSR support is in beta" notice: nothing to act on, and it
         # would otherwise land in every training job's log.
         warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
+        # torch 2.11 also says invariant checks are off, though check_invariants=False says so.
+        warnings.filterwarnings("ignore", message="Sparse invariant checks are implicitly disabled")
         return torch.sparse_csr_tensor(
             crow, keys % num_labels, torch.ones(len(keys)), size=(len(lengths), num_labels), check_invariants=False
         )

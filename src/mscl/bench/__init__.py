@@ -14,6 +14,7 @@ BENCHMARKS = {
     "plm_icd": "mscl.bench.plm_icd",
     "scale": "mscl.bench.scale",
     "loader": "mscl.bench.loader",
+    "gpu": "mscl.bench.gpu",
 }
 USAGE = f"usage: python -m mscl bench {{{','.join(BENCHMARKS)}}} [options]"
 

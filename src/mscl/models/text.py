@@ -462,7 +462,11 @@ def build_llama_lora(spec: Mapping[str, Any], num_labels: int) -> LlamaLoraEncod
         # Recompute each layer's activations in backward instead of storing them. Also hooks
         # the input embeddings so their output requires grad: with frozen embeddings nothing
         # upstream of the first checkpointed layer would otherwise need a gradient.
-        base.activation_checkpointing_enable()
+        # transformers renamed gradient_checkpointing_enable to activation_checkpointing_enable
+        # (5.23 has both, the old name warning); earlier 5.x releases, such as the GPU image's
+        # 5.17 (docs/gpu.md), have only the old name.
+        enable = getattr(base, "activation_checkpointing_enable", None) or base.gradient_checkpointing_enable
+        enable()
     try:
         with warnings.catch_warnings():
             # peft 0.21 still reads the deprecated `is_gradient_checkpointing` alias; nothing to act on.

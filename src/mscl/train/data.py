@@ -29,6 +29,7 @@ from torch.utils.data import BatchSampler, DataLoader, Dataset, RandomSampler, S
 from mscl.data.manifest import read_split, read_stats, read_texts, rebuild_fix
 from mscl.errors import InputError
 from mscl.train.augment import eval_crop, train_crop
+from mscl.train.decode import DEVICE, WORKERS, collate_encoded, encoded_item
 from mscl.train.labels import LabelMatrix
 
 # token_dropout views hide this fraction of each text's tokens (besides dropout noise).
@@ -133,15 +134,18 @@ class ImageDataset(Dataset):
     device (`mscl.train.augment`).
 
     With views > 1 an item is asked for as (index, seed) (`SeededViews`): the crops draw from a
-    generator seeded with `seed`, so they are the same in any DataLoader worker."""
+    generator seeded with `seed`, so they are the same in any DataLoader worker. With
+    decode="device" such an item is the encoded image and its crop boxes instead
+    (`mscl.train.decode.encoded_item`), which the training step decodes and cuts on the device."""
 
     seeded_views = True  # make_loader pairs each index with a seed when views > 1
 
-    def __init__(self, split: Split, image_size: int, views: int, crop_scale_min: float = 1.0):
+    def __init__(self, split: Split, image_size: int, views: int, crop_scale_min: float = 1.0, decode: str = WORKERS):
         self.split = split
         self.image_size = image_size
         self.views = views
         self.crop_scale_min = crop_scale_min
+        self.decode = decode
 
     def __len__(self) -> int:
         return len(self.split)
@@ -152,7 +156,11 @@ class ImageDataset(Dataset):
             images = eval_crop(open_rgb(self.split.items[index]), self.image_size)
         else:
             index, seed = item
-            image, generator = open_rgb(self.split.items[index]), torch.Generator().manual_seed(seed)
+            generator = torch.Generator().manual_seed(seed)
+            if self.decode == DEVICE:
+                item = encoded_item(self.split.items[index], self.image_size, self.views, self.crop_scale_min, generator)
+                return {**item, "label_ids": self.split.labels.ids(index)}
+            image = open_rgb(self.split.items[index])
             images = torch.stack([train_crop(image, self.image_size, self.crop_scale_min, generator) for _ in range(self.views)])
         return {"images": images, "label_ids": self.split.labels.ids(index)}
 
@@ -200,12 +208,16 @@ class TabularDataset(Dataset):
         return [{"features": row, "label_ids": labels.ids(index)} for row, index in zip(features, indices)]
 
 
-def pretrain_dataset(split: Split, modality: str, image_size: int, crop_scale_min: float, feature_mask_rate: float) -> Dataset:
+def pretrain_dataset(
+    split: Split, modality: str, image_size: int, crop_scale_min: float, feature_mask_rate: float, decode: str = WORKERS
+) -> Dataset:
+    """The two-view training dataset of a modality; `decode` (`mscl.train.decode.resolve_decode`)
+    says where images are decoded."""
     if modality == "text":
         return TextDataset(split)
     if modality == "tabular":
         return TabularDataset(split, views=2, mask_rate=feature_mask_rate)
-    return ImageDataset(split, image_size, views=2, crop_scale_min=crop_scale_min)
+    return ImageDataset(split, image_size, views=2, crop_scale_min=crop_scale_min, decode=decode)
 
 
 def eval_dataset(split: Split, modality: str, image_size: int) -> Dataset:
@@ -217,11 +229,13 @@ def eval_dataset(split: Split, modality: str, image_size: int) -> Dataset:
 
 
 def collate(samples: list[dict[str, Any]], num_labels: int) -> dict[str, Any]:
-    """One batch: images or features stacked (or texts listed) and the labels as a sparse CSR
-    [B, L]."""
+    """One batch: images or features stacked (or texts listed; or encoded images with their
+    crop boxes, `mscl.train.decode.collate_encoded`) and the labels as a sparse CSR [B, L]."""
     from mscl.losses import csr_labels
 
     batch: dict[str, Any] = {"labels": csr_labels([sample["label_ids"] for sample in samples], num_labels)}
+    if "encoded" in samples[0]:
+        batch.update(collate_encoded(samples))
     for key in ("images", "features"):
         if key in samples[0]:
             batch[key] = torch.stack([sample[key] for sample in samples])

@@ -57,6 +57,7 @@ from mscl.interrupt import exit_on_sigterm
 from mscl.io import write_json, write_text
 from mscl.losses import PROTOTYPE_LOSSES, SupervisedBCE, build_loss
 from mscl.train.augment import color_views
+from mscl.train.decode import WORKERS, device_views, resolve_decode
 from mscl.train.features import VIEW_KEYS, extract_features, text_inputs
 from mscl.train.monitor import ridge_readout_map
 from mscl.train.data import TOKEN_DROP_RATE, Split, drop_tokens, load_split, make_loader, pretrain_dataset, standardize, worker_count
@@ -330,7 +331,8 @@ def contrastive_features(
     or the `bce` baseline's logits)."""
     if modality in VIEW_KEYS:
         key = VIEW_KEYS[modality]
-        views = batch[key].to(device, non_blocking=True)  # [B, 2, ...]
+        # [B, 2, ...]; images the loader left encoded (pretrain.decode) are decoded and cut here.
+        views = device_views(batch, device) if "encoded" in batch else batch[key].to(device, non_blocking=True)
         # One pass over both views (view-major), so BatchNorm statistics see both.
         flat = torch.cat(views.unbind(1))
         if modality == "image":
@@ -361,7 +363,8 @@ def training_loader(
 
         cached = load_prefix_cache(prefix_cache, spec.encoder, {"train": train})["train"]
         return make_loader(PrefixDataset(train, cached), spec.batch_size, collate_fn=collate_prefix, **options)
-    dataset = pretrain_dataset(train, spec.modality, cfg.image_size, cfg.crop_scale_min, cfg.feature_mask_rate)
+    decode = resolve_decode(cfg.decode, device) if spec.modality == "image" else WORKERS
+    dataset = pretrain_dataset(train, spec.modality, cfg.image_size, cfg.crop_scale_min, cfg.feature_mask_rate, decode)
     return make_loader(dataset, spec.batch_size, **options)
 
 
@@ -589,7 +592,8 @@ def run(args: argparse.Namespace, spec: RunSpec, vocabulary: list[str], train: S
     if ranks.main:
         out.mkdir(parents=True, exist_ok=True)
         write_json(out / "resolved_spec.json", spec.to_dict())
-        write_json(out / "versions.json", versions)
+        # Where the training images were decoded: views differ slightly between the two (docs/gpu.md).
+        write_json(out / "versions.json", {**versions, "image_decode": getattr(loader.dataset, "decode", None)})
 
     monitor = ReadoutMonitor(spec, args.data, vocabulary, args.prefix_cache, device, precision) if cfg.monitor_every and ranks.main else None
     started = last_checkpoint = time.perf_counter()

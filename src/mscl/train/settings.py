@@ -14,6 +14,7 @@ from typing import Any, Callable, Mapping
 OPTIMIZERS = ("sgd", "adamw")
 PRECISIONS = ("bf16", "fp32")
 TEXT_VIEWS = ("dropout", "token_dropout")
+IMAGE_DECODES = ("auto", "cpu", "gpu")  # pretrain.decode (mscl.train.decode)
 # Metrics of `mscl.metrics.evaluate` that grow with quality, so the probe may select on them.
 SELECT_METRICS = (
     "micro_f1", "macro_f1", "map", "micro_auc", "macro_auc", "p_at_5", "p_at_8",
@@ -184,6 +185,11 @@ class PretrainSpec:
     # JPEG decoding and cropping starves a GPU on one core (docs/scale.md), none for text and
     # tabular data; 0 loads in the training process. Views do not depend on it.
     num_workers: Any = _option("auto", auto_or(int_at_least(0)))
+    # Where training JPEGs are decoded and cropped: cpu (Pillow, in the DataLoader workers), gpu
+    # (torchvision's nvJPEG decoder and the crops on the GPU; the workers only read the files)
+    # or auto (gpu where torchvision decodes on the run's GPU, else cpu). Both cut the same crop
+    # boxes; their views differ only where the decoders do (docs/gpu.md).
+    decode: str = _option("auto", one_of(IMAGE_DECODES))
     # null trains on every full batch; an integer caps steps (smoke runs, benchmarks).
     max_steps_per_epoch: Any = _option(None, null_or(int_at_least(1)))
     # auto: bf16 autocast on CUDA (paper: bf16 for Llama), fp32 on CPU (bf16 is slow there).
