@@ -123,12 +123,9 @@ def loss_ranks(index: int, store: str) -> None:
 
 
 def test_distributed_losses_and_gradients_equal_one_process_on_the_concatenated_batch(tmp_path: Path) -> None:
-    # Forked, not spawned: the ranks start with this process's modules, torch._dynamo (which
-    # DDP's constructor imports: 2.5 s) included, instead of importing them 3 times over.
-    # They only run small float64 CPU ops.
-    import torch._dynamo  # noqa: F401
-
-    torch.multiprocessing.start_processes(loss_ranks, args=(str(tmp_path / "store"),), nprocs=3, join=True, start_method="fork")
+    # Spawned, not forked: a fork of this process, whose other threads (torch's pool, tqdm's
+    # monitor) may hold a lock at that moment, hung in its first torch op on a CI machine.
+    torch.multiprocessing.start_processes(loss_ranks, args=(str(tmp_path / "store"),), nprocs=3, join=True, start_method="spawn")
 
 
 # --------------------------------------------------------------- pretrain under torchrun
@@ -206,8 +203,8 @@ def free_port() -> int:
 
 
 def pretrain_rank(index: int, argv: list[str], port: int, expected_exit: int) -> None:
-    """Rank `index` of 2, forked from the test process, with torchrun's variables: what
-    `python -m mscl pretrain` does under torchrun, without 2 s of imports per process."""
+    """Rank `index` of 2, spawned by the test process, with torchrun's variables: what
+    `python -m mscl pretrain` does under torchrun."""
     from mscl.train.pretrain import main
 
     os.environ.update(RANK=str(index), LOCAL_RANK=str(index), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
@@ -215,11 +212,11 @@ def pretrain_rank(index: int, argv: list[str], port: int, expected_exit: int) ->
     assert main(argv) == expected_exit
 
 
-def forked_ddp_run(data: Path, out: Path, stop_after_epoch: int) -> None:
+def spawned_ddp_run(data: Path, out: Path, stop_after_epoch: int) -> None:
     argv = ["--data", str(data), "--spec", json.dumps(DDP_SPEC), "--out", str(out), "--stop-after-epoch", str(stop_after_epoch)]
     from mscl.train.pretrain import EXIT_STOPPED
 
-    torch.multiprocessing.start_processes(pretrain_rank, args=(argv, free_port(), EXIT_STOPPED), nprocs=2, start_method="fork")
+    torch.multiprocessing.start_processes(pretrain_rank, args=(argv, free_port(), EXIT_STOPPED), nprocs=2, start_method="spawn")
 
 
 @pytest.mark.slow
@@ -254,13 +251,11 @@ def test_a_resumed_ddp_run_equals_an_uninterrupted_one(tabular_manifest: Path, t
     """2 ranks stopped after epoch 1 and resumed by 2 fresh ranks end in the uninterrupted run's
     state: every tensor, both ranks' random streams (rank 1's in rank_rng) included. (The ranks
     draw views' masks even at mask rate 0, so their streams move.)"""
-    import torch._dynamo  # noqa: F401  (DDP's constructor imports it: once here, not in every fork)
-
     straight, resumed = tmp_path / "straight", tmp_path / "resumed"
-    forked_ddp_run(tabular_manifest, straight, stop_after_epoch=2)
-    forked_ddp_run(tabular_manifest, resumed, stop_after_epoch=1)
+    spawned_ddp_run(tabular_manifest, straight, stop_after_epoch=2)
+    spawned_ddp_run(tabular_manifest, resumed, stop_after_epoch=1)
     assert torch.load(resumed / "checkpoint.pt", weights_only=True)["epoch"] == 1
-    forked_ddp_run(tabular_manifest, resumed, stop_after_epoch=2)
+    spawned_ddp_run(tabular_manifest, resumed, stop_after_epoch=2)
     expected = torch.load(straight / "checkpoint.pt", weights_only=True)
     assert expected["world_size"] == 2 and len(expected["rank_rng"]) == 1
     assert_equal_state(torch.load(resumed / "checkpoint.pt", weights_only=True), expected)

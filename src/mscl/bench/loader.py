@@ -25,7 +25,8 @@ import torch
 from mscl import cli
 from mscl.data.manifest import read_labels
 from mscl.train.augment import train_crop
-from mscl.train.data import ImageDataset, collate, load_split, make_loader, open_rgb
+from mscl.train.data import ImageDataset, collate, load_split, make_loader
+from mscl.train.decode import open_rgb
 
 CROP_SCALE_MIN = 0.2  # config/paper.yaml's resnet50
 

@@ -22,14 +22,13 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 import torch
-from PIL import Image
 from torch import Tensor
 from torch.utils.data import BatchSampler, DataLoader, Dataset, RandomSampler, Sampler, SequentialSampler
 
 from mscl.data.manifest import read_split, read_stats, read_texts, rebuild_fix
 from mscl.errors import InputError
 from mscl.train.augment import eval_crop, train_crop
-from mscl.train.decode import DEVICE, WORKERS, collate_encoded, encoded_item
+from mscl.train.decode import DEVICE, WORKERS, collate_encoded, encoded_item, open_rgb
 from mscl.train.labels import LabelMatrix
 
 # token_dropout views hide this fraction of each text's tokens (besides dropout noise).
@@ -114,14 +113,6 @@ def standardize(split: Split, train: Split) -> Split:
     mean, std = reference.mean(dim=0), reference.std(dim=0, unbiased=False)
     std = torch.where(std > 0, std, torch.ones_like(std))
     return dataclasses.replace(split, items=((split.items.double() - mean) / std).float())
-
-
-def open_rgb(path: str) -> Image.Image:
-    try:
-        with Image.open(path) as image:
-            return image.convert("RGB")
-    except (OSError, ValueError) as error:
-        raise InputError(path, f"cannot read the image ({error})", "re-run the dataset's preprocessing rule")
 
 
 # --------------------------------------------------------------------------- datasets

@@ -92,6 +92,15 @@ def resolve_decode(setting: str, device: torch.device) -> str:
 # ------------------------------------------------------------------- in the Dataset
 
 
+def open_rgb(path: str) -> Image.Image:
+    """The image at `path` decoded to RGB by Pillow."""
+    try:
+        with Image.open(path) as image:
+            return image.convert("RGB")
+    except (OSError, ValueError) as error:
+        raise InputError(path, f"cannot read the image ({error})", "re-run the dataset's preprocessing rule")
+
+
 def read_header(path: str) -> tuple[bool, tuple[int, int]]:
     """(whether the device decodes the file, (width, height)) from its header; Pillow decodes
     no pixels for it."""
@@ -107,8 +116,6 @@ def encoded_item(path: str, image_size: int, views: int, scale_min: float, gener
     """One sample for the device path: {"encoded": the JPEG's bytes (uint8 [n]) or Pillow's RGB
     pixels (uint8 [3, H, W]), "boxes": int64 [views, 4] crop boxes (left, top, right, bottom),
     "image_size": S}. The boxes are those `train_crop` cuts from the same generator."""
-    from mscl.train.data import open_rgb  # here: mscl.train.data imports this module
-
     decodable, (width, height) = read_header(path)
     boxes = torch.tensor([random_crop_box(width, height, scale_min, generator) for _ in range(views)], dtype=torch.long)
     if decodable:

@@ -47,7 +47,11 @@ def extract_features(
     else:
         loader = make_loader(eval_dataset(split, spec.modality, spec.pretrain.image_size), spec.batch_size, **options)
     represent = encoder.label_vectors if label_wise else encoder
-    chunks = []
+    # Each batch's output is copied into one tensor for the split, allocated at the first batch:
+    # a small tensor kept per batch, between each batch's large transient ones, fragmented the
+    # heap so that it grew by GBs over MIMIC-IV's train split (docs/scale.md), and a kept view
+    # of a pooled output ([CLS], a row of [B, T, d]) kept the batch's whole hidden state alive.
+    features, start = None, 0
     for batch in tqdm(loader, desc=f"features {name}", disable=None, file=sys.stderr):
         if spec.modality in VIEW_KEYS:
             key = VIEW_KEYS[spec.modality]
@@ -58,8 +62,8 @@ def extract_features(
             inputs = {key: value.to(device, non_blocking=True) for key, value in text_inputs(encoder, batch).items()}
         with autocast(device, precision):
             output = represent(inputs)
-        # A copy, never a view: a pooled output is a view of the batch's whole last hidden state
-        # (a [CLS] row of [B, T, d]), and keeping views kept every batch's states alive until the
-        # end, 131 KB a note for a 64-wide encoder at 512 tokens (docs/scale.md).
-        chunks.append(output.to("cpu", dtype=torch.float16 if label_wise else torch.float32, copy=True))
-    return torch.cat(chunks)
+        if features is None:
+            features = torch.empty(len(split), *output.shape[1:], dtype=torch.float16 if label_wise else torch.float32)
+        features[start : start + len(output)] = output.detach().to("cpu")
+        start += len(output)
+    return features
