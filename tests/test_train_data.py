@@ -88,3 +88,43 @@ def test_image_views_are_the_same_with_any_number_of_persistent_workers(tmp_path
     for first, second in zip(epochs[0], epochs[2]):
         assert all(torch.equal(a, b) and torch.equal(la, lb) for (a, la), (b, lb) in zip(first, second))
     assert epochs[0][0][0][0].shape == (4, 2, 3, 16, 16) and not torch.equal(epochs[0][0][0][0], epochs[0][1][0][0])
+
+
+WORKER_EPOCH = """
+import sys, numpy as np, torch
+from PIL import Image
+from mscl.train.data import ImageDataset, Split, make_loader
+from mscl.train.labels import LabelMatrix
+folder = sys.argv[1]
+paths = []
+for index in range(4):
+    paths.append(f"{folder}/{index}.jpg")
+    Image.fromarray(np.full((20, 20, 3), index, dtype=np.uint8)).save(paths[-1])
+split = Split([f"i{i}" for i in range(4)], paths, LabelMatrix.from_dense(torch.eye(4)), ignored_labels=0)
+loader = make_loader(ImageDataset(split, 8, views=2), 2, shuffle=True, drop_last=True,
+                     generator=torch.Generator().manual_seed(0), num_workers=1, device=torch.device("cpu"))
+print("batches", sum(1 for _ in loader))
+"""
+
+
+def test_image_workers_hand_over_their_batches_under_a_deep_tmpdir(tmp_path) -> None:
+    """A worker hands each batch's tensors over through a socket multiprocessing makes under
+    TMPDIR. Under a TMPDIR too deep for an AF_UNIX path its bind failed in the worker's queue
+    thread and the training process waited forever for the lost batch (seen in the fault test,
+    whose job TMPDIR is deep); the worker now uses a short folder. Run apart, with a timeout,
+    so that a hang fails instead of stopping the suite."""
+    import os
+    import subprocess
+    import sys
+    import tempfile
+
+    from mscl.sockets import MULTIPROCESSING_LISTENER, fits
+
+    deep = tmp_path / ("d" * 60) / ("e" * 40)
+    deep.mkdir(parents=True)
+    assert not fits(os.path.join(str(deep), MULTIPROCESSING_LISTENER))  # the case that hung
+    images = tempfile.mkdtemp(dir=tmp_path)
+    done = subprocess.run([sys.executable, "-c", WORKER_EPOCH, images], env={**os.environ, "TMPDIR": str(deep)},
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 0 and "batches 2" in done.stdout, done.stderr[-2000:]
+    assert "AF_UNIX path too long" not in done.stderr

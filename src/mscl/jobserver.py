@@ -60,6 +60,7 @@ from typing import Callable, Mapping, Sequence
 
 from mscl import cli
 from mscl.interrupt import GRACE_SECONDS, alive
+from mscl.sockets import SHORT_TMPDIR, fits
 from mscl.train.launch import RANK_VARIABLES  # torchrun's: ranks are never served (`delegate`)
 from mscl.usage import usage_line
 
@@ -110,8 +111,6 @@ POLL_SECONDS = 1.0  # how often the server checks that its owner is alive
 READY_TIMEOUT_SECONDS = 30.0  # how long the workflow waits for the server's socket
 EXIT_LOST_WORKER = 1
 SOCKET_DIR_PREFIX = "mscl-jobs-"  # + owner pid + "-": a folder whose owner is gone is stale
-SOCKET_PATH_MAX = 107  # bytes of an AF_UNIX socket path (Linux sun_path, less its NUL)
-SHORT_TMPDIR = "/tmp"  # where the socket folder goes when one under TMPDIR would be too long
 PR_SET_PDEATHSIG = 1  # prctl option (linux/prctl.h)
 
 
@@ -671,7 +670,7 @@ def socket_base(owner_pid: int) -> str:
     base = tempfile.gettempdir()
     folder = f"{SOCKET_DIR_PREFIX}{owner_pid}-{'x' * 8}"  # mkdtemp adds 8 random characters
     longest = os.path.join(base, folder, "socket.binding")  # the name serve() binds before renaming
-    return base if len(os.fsencode(longest)) <= SOCKET_PATH_MAX else SHORT_TMPDIR
+    return base if fits(longest) else SHORT_TMPDIR
 
 
 def _remove_stale_socket_folders() -> None:

@@ -27,6 +27,7 @@ from torch.utils.data import BatchSampler, DataLoader, Dataset, RandomSampler, S
 
 from mscl.data.manifest import read_split, read_stats, read_texts, rebuild_fix
 from mscl.errors import InputError
+from mscl.sockets import shorten_multiprocessing_tempdir
 from mscl.train.augment import eval_crop, train_crop
 from mscl.train.decode import DEVICE, WORKERS, collate_encoded, encoded_item, open_rgb
 from mscl.train.labels import LabelMatrix
@@ -263,11 +264,14 @@ def worker_count(setting: int | str, modality: str) -> int:
     return torch.get_num_threads() if modality == "image" else 0
 
 
-def _seed_worker(worker_id: int, rank: int = 0) -> None:
-    """Seed python/numpy in a worker from its torch seed (torch derives that from the generator).
+def _start_worker(worker_id: int, rank: int = 0) -> None:
+    """A worker's set-up: a temporary folder short enough for the socket that hands its batches
+    over (`mscl.sockets.shorten_multiprocessing_tempdir`), then python/numpy seeded from its
+    torch seed (torch derives that from the generator).
     Every rank of a distributed run draws the same base seed from its (shared) generator, so a
     worker of rank r > 0 first moves its torch seed to one derived from (seed, r): otherwise
     worker k of every rank would crop and mask its samples exactly as worker k of rank 0."""
+    shorten_multiprocessing_tempdir()
     seed = torch.initial_seed() % 2**32
     if rank:
         seed = int(np.random.SeedSequence([seed, rank]).generate_state(1)[0])
@@ -336,7 +340,7 @@ def make_loader(
         num_workers=num_workers,
         persistent_workers=num_workers > 0,
         pin_memory=device.type == "cuda",
-        worker_init_fn=functools.partial(_seed_worker, rank=rank) if num_workers else None,
+        worker_init_fn=functools.partial(_start_worker, rank=rank) if num_workers else None,
     )
 
 
