@@ -46,6 +46,15 @@ def fixtures_dir() -> Path:
     return FIXTURES
 
 
+@pytest.fixture(scope="session")
+def tiny_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The tiny random HF models (`mscl.demo.tiny_models`: roberta, llama, ...), made once per
+    session for every module that builds encoders from them; the tests only read them."""
+    from mscl.demo.tiny_models import make_tiny_models
+
+    return make_tiny_models(tmp_path_factory.mktemp("models") / "tiny", seed=0)
+
+
 @pytest.fixture
 def mimic_split_lists() -> Path:
     path = shared_dir() / "data" / "mimic_splits"

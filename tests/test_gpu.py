@@ -82,13 +82,6 @@ def text_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
-@pytest.fixture(scope="module")
-def tiny_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    from mscl.demo.tiny_models import make_tiny_models
-
-    return make_tiny_models(tmp_path_factory.mktemp("models") / "tiny", seed=0)
-
-
 def encoder_spec(kind: str, models: dict[str, Path]) -> dict:
     return {
         "resnet": {"kind": "resnet", "arch": "resnet18", "weights": "none", "small_input": True},

@@ -21,14 +21,14 @@ from mscl.models import text as text_models
 from mscl.models.text import checked_model_path
 from mscl.demo.tiny_models import llama_8b_design_config, roberta_base_config
 from mscl.demo.tiny_models import main as tiny_main
-from mscl.demo.tiny_models import make_tiny_models, seeded_models
+from mscl.demo.tiny_models import seeded_models
 
 TEXTS = ["the patient was admitted with acute myocardial infarction and chest pain", "fracture of the left femur"]
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    return make_tiny_models(tmp_path_factory.mktemp("models") / "tiny", seed=0)
+def tiny(tiny_models: dict[str, Path]) -> dict[str, Path]:
+    return tiny_models
 
 
 def build(spec: dict, num_labels: int = 5, seed: int = 0) -> Encoder:

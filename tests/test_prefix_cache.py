@@ -366,13 +366,6 @@ PLM_TEXTS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def tiny_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    from mscl.demo.tiny_models import make_tiny_models
-
-    return make_tiny_models(tmp_path_factory.mktemp("models") / "tiny", seed=0)
-
-
 def plm(path: Path | str, trainable_layers: int | None, chunk_size: int = 16, max_length: int = 96, num_labels: int = 5):
     torch.manual_seed(0)
     spec = {"kind": "plm_icd", "path": str(path), "max_length": max_length, "chunk_size": chunk_size, "attention_dim": 8, "trainable_layers": trainable_layers}

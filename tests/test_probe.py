@@ -17,7 +17,6 @@ from mscl.__main__ import main as mscl_main
 from mscl.data.manifest import write_dataset
 from mscl.metrics import MACRO_F1_CAML, MACRO_F1_PER_CLASS, evaluate
 from mscl.models import build_encoder
-from mscl.demo.tiny_models import make_tiny_models
 from mscl.train import probe as probe_module
 from mscl.train.labels import LabelMatrix
 from mscl.train.probe import better, train_probe
@@ -41,8 +40,8 @@ def keyword_texts(rng: np.random.Generator, n: int, prefix: str) -> pd.DataFrame
 
 
 @pytest.fixture(scope="module")
-def tiny_roberta(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return make_tiny_models(tmp_path_factory.mktemp("models") / "tiny", seed=0)["roberta"]
+def tiny_roberta(tiny_models: dict[str, Path]) -> Path:
+    return tiny_models["roberta"]
 
 
 @pytest.fixture(scope="module")

@@ -43,6 +43,11 @@ class Job:
         return 2 if self.rule == "pretrain" and self.wildcards["encoder"] == "llama-3.1-8b" else 1
 
 
+def configured(amount: int | dict, dataset: str) -> int:
+    """A resource of config/paper.yaml for one dataset: a number, or {default: n, <dataset>: n}."""
+    return amount.get(dataset, amount["default"]) if isinstance(amount, dict) else amount
+
+
 def snakemake(workdir: Path, *args: str) -> subprocess.CompletedProcess:
     """Run the repository's Snakefile in `workdir` with the venv's bin first on PATH."""
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
@@ -121,7 +126,7 @@ def test_training_jobs_get_their_gpus_and_their_encoders_own_memory_and_time(slu
     for rule in TRAINING_RULES:
         job = find(slurm_jobs, rule, dataset=dataset, encoder=encoder, loss=loss, batch=batch)
         assert job.resources["gpu"] == str(job.gpus) and "gres" not in job.resources
-        assert job.resources["mem_mb"] == str(wanted["mem_mb"])  # attempt 1
+        assert job.resources["mem_mb"] == str(configured(wanted["mem_mb"], dataset))  # attempt 1
         assert job.resources["runtime"] == str(wanted["runtime"])
         assert job.threads == wanted["threads"] and job.resources["cpus_per_gpu"] == str(wanted["threads"])
         assert job.resources["slurm_partition"] == SITE_PLACEHOLDERS["gpu"]
@@ -133,7 +138,8 @@ def test_no_training_job_has_its_runtime_or_memory_flattened(slurm_jobs):
     assert len(training) == 2 * 117
     for job in training:
         wanted = PAPER["encoders"][job.wildcards["encoder"]]["resources"]
-        assert (job.resources["runtime"], job.resources["mem_mb"]) == (str(wanted["runtime"]), str(wanted["mem_mb"]))
+        memory = configured(wanted["mem_mb"], job.wildcards["dataset"])
+        assert (job.resources["runtime"], job.resources["mem_mb"]) == (str(wanted["runtime"]), str(memory))
     # ResNet-50 12 h, RoBERTa-base 6 h, Llama-3.1-8B and PLM-ICD 24 h (config/paper.yaml)
     assert {job.resources["runtime"] for job in training} == {"360", "720", "1440"}
 
@@ -147,6 +153,18 @@ def test_preprocessing_jobs_run_on_the_cpu_partition_without_gpus(slurm_jobs):
     assert find(slurm_jobs, "prepare_coco").resources["mem_mb"] == "8000"
     assert find(slurm_jobs, "prepare_mimic", version="mimic4_icd10").resources["mem_mb"] == "32000"
     assert find(slurm_jobs, "prepare_mimic", version="mimic4_icd10").resources["runtime"] == "360"
+
+
+def test_chance_jobs_get_their_datasets_measured_memory(slurm_jobs):
+    """The label-prior jobs run on the CPU partition with config/paper.yaml's `resources.chance`
+    for their dataset (docs/scale.md), not the profile's flat default."""
+    wanted = PAPER["resources"]["chance"]["mem_mb"]
+    jobs = [job for job in slurm_jobs if job.rule == "chance"]
+    assert {job.wildcards["dataset"] for job in jobs} == set(PAPER["datasets"])
+    for job in jobs:
+        assert job.resources["mem_mb"] == str(configured(wanted, job.wildcards["dataset"]))
+        assert job.resources["slurm_partition"] == SITE_PLACEHOLDERS["cpu"] and "gpu" not in job.resources
+    assert len({job.resources["mem_mb"] for job in jobs}) > 1  # the MIMIC-IV Full sets need more
 
 
 def test_gres_profile_asks_for_gres_instead_of_gpu_and_is_otherwise_identical(slurm_jobs, gres_jobs):

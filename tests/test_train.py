@@ -17,7 +17,6 @@ from PIL import Image
 from mscl.__main__ import main as mscl_main
 from mscl.data.manifest import write_dataset
 from mscl.models import build_encoder
-from mscl.demo.tiny_models import make_tiny_models
 from mscl.errors import InputError
 from mscl.train.labels import LabelMatrix
 from mscl.train.pretrain import EXIT_STOPPED, build_model, learning_rate, warmup_steps_for
@@ -81,11 +80,6 @@ def text_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("text") / "data"
     write_dataset(out, splits, labels=TEXT_LABELS)
     return out
-
-
-@pytest.fixture(scope="module")
-def tiny_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    return make_tiny_models(tmp_path_factory.mktemp("models") / "tiny", seed=0)
 
 
 def encoder_spec(kind: str, models: dict[str, Path]) -> dict:
