@@ -84,3 +84,10 @@ def test_bench_scale_runs_the_dataset_stages_at_a_small_scale(tmp_path: Path, ca
     assert (measured["samples"] == 38 + 7 + 11).all() and (measured["peak_rss_mib"] > 10).all() and (measured["wall_s"] > 0).all()
     assert "aapd" in capsys.readouterr().out
     assert np.isfinite(measured["peak_rss_mib"]).all()
+
+
+def test_bench_scale_refuses_a_probe_without_its_pretraining(capsys: pytest.CaptureFixture) -> None:
+    """--skip pretrain alone would run the probe on an encoder nobody wrote: refused at once."""
+    with pytest.raises(SystemExit) as stopped:
+        mscl_main(["bench", "scale", "--skip", "pretrain"])
+    assert stopped.value.code == 2 and "--skip pretrain needs --skip probe too" in capsys.readouterr().err

@@ -13,9 +13,10 @@ what is measured is what grows with N and L, not the encoder's own cost.
 Each row gives the child's wall seconds and peak RSS (`ru_maxrss` of its own rusage; a
 DataLoader worker would be a process of its own). Linux carries a parent's peak RSS at the
 fork into its child's, so this process stays light (no torch, numpy only for the fits) and
-makes even the tiny models in a child: every figure includes a floor of about 20 MiB. With two or more scales, a least-squares
-line in the number of samples per stage is extrapolated to S = 1 (the fit is printed). Figures
-only, never pass/fail; docs/scale.md gives the measured tables with their commands.
+makes even the tiny models in a child: every figure includes a floor of about 20 MiB. With two
+or more scales, a least-squares line in the number of samples per stage is extrapolated to
+S = 1 (the fit is printed). Figures only, never pass/fail; docs/scale.md gives the measured
+tables with their commands.
 """
 
 from __future__ import annotations
@@ -154,6 +155,8 @@ def format_rows(rows: Sequence[Row]) -> list[str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = cli.parse_args("bench scale", argv)
+    if "pretrain" in args.skip and "probe" not in args.skip:
+        cli.build_parser("bench scale").error("--skip pretrain needs --skip probe too: the probe reads the encoder that pretrain writes")
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="mscl-bench-scale-"))
     workdir.mkdir(parents=True, exist_ok=True)
     try:
