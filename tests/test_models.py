@@ -305,6 +305,24 @@ def test_masked_label_attention_hand_checked() -> None:
     assert torch.allclose(output(vectors), torch.tensor([[2.5, 3.0]]), atol=1e-3)  # PLM-ICD's <W3_l, V_l> + b_l
 
 
+def test_label_attention_without_gradients_goes_by_label_blocks_and_gives_the_same_vectors(monkeypatch) -> None:
+    """Under no_grad V is made LABEL_BLOCK labels at a time (the softmax runs over tokens, label
+    by label): the same V as the whole [B, L, T] attention, padded tokens masked, a last block
+    shorter than the others."""
+    from mscl.models import plm_icd
+
+    torch.manual_seed(0)
+    attention = LabelWiseAttention(hidden_dim=6, attention_dim=4, num_labels=11, init_std=0.5)
+    hidden = torch.randn(3, 9, 6)
+    mask = torch.ones(3, 9, dtype=torch.long)
+    mask[1, 5:] = 0
+    whole = attention(hidden, mask).detach()  # with gradients: one block
+    monkeypatch.setattr(plm_icd, "LABEL_BLOCK", 4)  # blocks of 4, 4 and 3 labels
+    with torch.no_grad():
+        blocked = attention(hidden, mask)
+    torch.testing.assert_close(blocked, whole, rtol=1e-6, atol=1e-7)
+
+
 def test_label_wise_linear_equals_a_loop_over_labels() -> None:
     torch.manual_seed(0)
     output = LabelWiseLinear(num_labels=7, dim=5)

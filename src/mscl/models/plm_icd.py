@@ -103,6 +103,13 @@ def masked_label_attention(scores: Tensor, attention_mask: Tensor) -> Tensor:
     return scores.masked_fill(padded, torch.finfo(scores.dtype).min).softmax(dim=-1)
 
 
+# Labels whose attention is made at once when no gradient is needed (the probe's streamed V, the
+# monitor): the softmax runs over tokens, label by label, so label blocks give V exactly, and a
+# block bounds the [B, labels, T] scores: 8 x 25,230 x 3,072 float32 is 2.5 GB a tensor, a block
+# of 2,048 labels 0.2 GB.
+LABEL_BLOCK = 2048
+
+
 class LabelWiseAttention(nn.Module):
     """Z = tanh(W1 H), A = masked softmax_T(W2 Z), V = A H."""
 
@@ -119,8 +126,18 @@ class LabelWiseAttention(nn.Module):
         return masked_label_attention(scores, attention_mask)
 
     def forward(self, hidden: Tensor, attention_mask: Tensor) -> Tensor:
-        """V = A H: one d-dimensional document vector per label, [B, L, d]."""
-        return self.attention(hidden, attention_mask) @ hidden
+        """V = A H: one d-dimensional document vector per label, [B, L, d]; without gradients,
+        LABEL_BLOCK labels at a time."""
+        num_labels = self.second.out_features
+        if torch.is_grad_enabled() or num_labels <= LABEL_BLOCK:
+            return self.attention(hidden, attention_mask) @ hidden
+        summary = torch.tanh(self.first(hidden))  # Z [B, T, a], shared by every block
+        vectors = hidden.new_empty(hidden.shape[0], num_labels, hidden.shape[-1])
+        for start in range(0, num_labels, LABEL_BLOCK):
+            rows = slice(start, start + LABEL_BLOCK)
+            scores = (summary @ self.second.weight[rows].T).transpose(1, 2)  # [B, block, T]
+            vectors[:, rows] = masked_label_attention(scores, attention_mask) @ hidden
+        return vectors
 
 
 class PLMICDEncoder(TopLayers, TextEncoder):
