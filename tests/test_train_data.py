@@ -128,3 +128,14 @@ def test_image_workers_hand_over_their_batches_under_a_deep_tmpdir(tmp_path) -> 
                           capture_output=True, text=True, timeout=120)  # fmt: skip
     assert done.returncode == 0 and "batches 2" in done.stdout, done.stderr[-2000:]
     assert "AF_UNIX path too long" not in done.stderr
+
+
+def test_auto_workers_go_to_photo_sized_images_only() -> None:
+    """auto: one worker per torch thread for images of >= 128 px, none for small images, text
+    and tabular data; a number is taken as given."""
+    from mscl.train.data import worker_count
+
+    threads = torch.get_num_threads()
+    assert worker_count("auto", "image", 224) == threads and worker_count("auto", "image", 128) == threads
+    assert worker_count("auto", "image", 32) == 0 and worker_count("auto", "text", 224) == 0 and worker_count("auto", "tabular", 0) == 0
+    assert worker_count(3, "image", 32) == 3 and worker_count("0", "image", 224) == 0

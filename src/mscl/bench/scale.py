@@ -110,7 +110,7 @@ def measure_scale(dataset: str, scale: float, workdir: Path, models: Path, skip:
             stage(f"pretrain {name}", mscl("pretrain", "--data", str(data), "--out", str(run / "pretrain"), "--spec", spec))
         if "probe" not in skip:
             # PLM-ICD's label vectors are streamed, as at the paper's sizes (their cache would be
-            # N x L x d float16: 178 GB for the stand-in on MIMIC-IV-ICD10-Full, 4.3 TB at d 768).
+            # N x L x d float16: 357 GB for the 64-wide stand-in on MIMIC-IV-ICD10-Full, 4.3 TB at d 768).
             streamed = {"MSCL_LABEL_VECTOR_BUDGET_MB": "0"} if encoder["encoder"]["kind"] == "plm_icd" else {}
             stage(f"probe {name}", mscl("probe", "--data", str(data), "--pretrained", str(run / "pretrain"), "--out", str(run / "probe"), "--spec", spec), **streamed)
             metrics.append(run / "probe" / "metrics.json")

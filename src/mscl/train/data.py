@@ -254,14 +254,22 @@ class SeededViews(Sampler):
         return iter(zip(indices, seeds))
 
 
-def worker_count(setting: int | str, modality: str) -> int:
-    """DataLoader workers of a `pretrain.num_workers` setting: "auto" gives image data one per
-    torch thread (the job's `threads`: decoding and cropping JPEGs is the per-sample work that
-    starves a GPU on one core, docs/scale.md) and text and tabular data none (their samples are
-    a list lookup; tabular views draw one mask per batch in the training process)."""
+# Below this output size (px) "auto" loads images in the training process: the demo's and
+# CIFAR's small images cost a fraction of a millisecond a sample, less than starting worker
+# processes for each loader and handing batches between them (the image demo test took 53 s
+# with workers, 39 s without); a photo cropped to 224 costs about 6 ms (docs/scale.md).
+WORKER_MIN_IMAGE_SIZE = 128
+
+
+def worker_count(setting: int | str, modality: str, image_size: int) -> int:
+    """DataLoader workers of a `pretrain.num_workers` setting: "auto" gives images of at least
+    WORKER_MIN_IMAGE_SIZE px one per torch thread (the job's `threads`: decoding and cropping
+    JPEGs is the per-sample work that starves a GPU on one core, docs/scale.md) and smaller
+    images, text and tabular data none (their samples are a list lookup; tabular views draw one
+    mask per batch in the training process)."""
     if setting != "auto":
         return int(setting)
-    return torch.get_num_threads() if modality == "image" else 0
+    return torch.get_num_threads() if modality == "image" and image_size >= WORKER_MIN_IMAGE_SIZE else 0
 
 
 def _start_worker(worker_id: int, rank: int = 0) -> None:

@@ -39,7 +39,7 @@ def extract_features(
     cached prefix states when `cached` is given); with `label_wise` (PLM-ICD) the label
     vectors V [N, L, d] as float16 instead."""
     # The pretraining batch fits on the device with gradients for two views, so it fits here.
-    options = dict(shuffle=False, drop_last=False, generator=None, num_workers=worker_count(spec.pretrain.num_workers, spec.modality), device=device)
+    options = dict(shuffle=False, drop_last=False, generator=None, num_workers=worker_count(spec.pretrain.num_workers, spec.modality, spec.pretrain.image_size), device=device)
     if cached is not None:
         from mscl.train.prefix import PrefixDataset, collate_prefix
 

@@ -355,7 +355,7 @@ def training_loader(
     instead of the texts."""
     cfg = spec.pretrain
     options = dict(
-        shuffle=True, drop_last=True, generator=generator, num_workers=worker_count(cfg.num_workers, spec.modality), device=device,
+        shuffle=True, drop_last=True, generator=generator, num_workers=worker_count(cfg.num_workers, spec.modality, cfg.image_size), device=device,
         rank=ranks.rank, world_size=ranks.world_size,
     )  # fmt: skip
     if prefix_cache is not None:
