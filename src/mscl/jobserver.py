@@ -60,7 +60,8 @@ from typing import Callable, Mapping, Sequence
 
 from mscl import cli
 from mscl.interrupt import GRACE_SECONDS, alive
-from mscl.sockets import SHORT_TMPDIR, fits
+from mscl import sockets
+from mscl.sockets import SHORT_TMPDIR
 from mscl.train.launch import RANK_VARIABLES  # torchrun's: ranks are never served (`delegate`)
 from mscl.usage import usage_line
 
@@ -667,10 +668,8 @@ def socket_base(owner_pid: int) -> str:
     """TMPDIR, or SHORT_TMPDIR when the server's socket path under TMPDIR would exceed what
     AF_UNIX allows: a deep TMPDIR (a cluster job's scratch, pytest's tmp_path) would otherwise
     keep the server from starting."""
-    base = tempfile.gettempdir()
     folder = f"{SOCKET_DIR_PREFIX}{owner_pid}-{'x' * 8}"  # mkdtemp adds 8 random characters
-    longest = os.path.join(base, folder, "socket.binding")  # the name serve() binds before renaming
-    return base if fits(longest) else SHORT_TMPDIR
+    return sockets.socket_base(os.path.join(folder, "socket.binding"))  # the name serve() binds before renaming
 
 
 def _remove_stale_socket_folders() -> None:

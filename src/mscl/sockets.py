@@ -13,8 +13,11 @@ SHORT_TMPDIR = "/tmp"  # where socket folders go when one under TMPDIR would be 
 MULTIPROCESSING_LISTENER = os.path.join("pymp-" + "x" * 8, "listener-" + "x" * 8)
 
 
-def fits(path: str) -> bool:
-    return len(os.fsencode(path)) <= SOCKET_PATH_MAX
+def socket_base(relative: str) -> str:
+    """TMPDIR, or SHORT_TMPDIR when the socket path `relative` under TMPDIR would be longer than
+    AF_UNIX allows."""
+    base = tempfile.gettempdir()
+    return base if len(os.fsencode(os.path.join(base, relative))) <= SOCKET_PATH_MAX else SHORT_TMPDIR
 
 
 def shorten_multiprocessing_tempdir() -> None:
@@ -22,5 +25,4 @@ def shorten_multiprocessing_tempdir() -> None:
     TMPDIR would be too long to bind. A DataLoader worker hands every batch's tensors to the
     training process through such a socket; under a deep TMPDIR its bind fails in the worker's
     queue thread, the batch is lost and the training process waits for it forever."""
-    if not fits(os.path.join(tempfile.gettempdir(), MULTIPROCESSING_LISTENER)):
-        tempfile.tempdir = SHORT_TMPDIR
+    tempfile.tempdir = socket_base(MULTIPROCESSING_LISTENER)
