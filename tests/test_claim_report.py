@@ -322,7 +322,8 @@ def test_the_resnet8_record_is_regenerated_from_its_own_data() -> None:
 
 def test_previous_data_counts_identical_reruns_and_names_each_changed_verdict(tmp_path: Path) -> None:
     """claim-report --previous: a dataset rerun by unchanged code matches value for value, a
-    dataset in a new regime does not, and each primary mAP verdict that moved is named."""
+    dataset in a new regime does not and says how far its values moved, and each primary mAP
+    verdict that moved is named."""
     before, old_tests = core_runs_and_tests()
     after = before.copy()
     moved = after["dataset"] == "fashion_mnist"
@@ -335,7 +336,8 @@ def test_previous_data_counts_identical_reruns_and_names_each_changed_verdict(tm
     previous = claim.Previous.read(tmp_path)
     sentence = claim.previous_sentence(new_tests, after, previous)
     values = 4 * 10 * 2 * len(claim.METRICS)  # methods x seeds x splits x metrics
-    assert f"Yeast {values} of {values}; Fashion-MNIST canvases 0 of {values}; Debtags {values} of {values}" in sentence
+    moved = "the others differ by up to 6.00 points, median 0.00"  # ANY by 6 points, a quarter of the values
+    assert f"Yeast {values} of {values}; Fashion-MNIST canvases 0 of {values} ({moved}); Debtags {values} of {values}" in sentence
     assert "commit `abc`" in sentence and "1 of 9: Fashion-MNIST canvases vs ANY: worse then, better now" in sentence
     same = claim.previous_sentence(old_tests, before, previous)
     assert "none of 9" in same

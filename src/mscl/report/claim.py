@@ -717,24 +717,30 @@ def schedule_verdicts_table(tests: pd.DataFrame, checks: pd.DataFrame) -> str:
 
 def previous_sentence(tests: pd.DataFrame, runs: pd.DataFrame, previous: Previous) -> str:
     """What changed against an earlier published data folder: per dataset how many of the test
-    and val metric values of the same method x seed are identical (a rerun of unchanged code
-    reproduces them exactly), and which primary test-mAP verdicts differ."""
+    and val metric values of the same method x seed are identical (a rerun of unchanged code on
+    the same kind of CPU reproduces them exactly) and, where some are not, how far the others
+    moved (another CPU's floating point makes the training runs drift apart); and which primary
+    test-mAP verdicts differ."""
     keys, metrics = ["dataset", "method", "seed", "split"], list(METRICS)
     both = runs.merge(previous.runs, on=keys, suffixes=("", "_previous"))
-    same = pd.DataFrame({m: both[m] == both[f"{m}_previous"] for m in metrics}).sum(axis=1)
-    reruns = "; ".join(
-        f"{dataset_name(d)} {int(same[rows.index].sum())} of {len(rows) * len(metrics)}"
-        for d, rows in both.groupby("dataset", sort=False)
-    )  # fmt: skip
+    moved = pd.DataFrame({m: (both[m] - both[f"{m}_previous"]).abs() for m in metrics})
+
+    def reran(rows: pd.DataFrame) -> str:
+        differences = moved.loc[rows.index].to_numpy().ravel()
+        others = differences[differences != 0]
+        spread = f" (the others differ by up to {points(others.max(), 2)} points, median {points(float(np.median(others)), 2)})" if len(others) else ""
+        return f"{len(differences) - len(others)} of {len(differences)}{spread}"
+
+    reruns = "; ".join(f"{dataset_name(d)} {reran(rows)}" for d, rows in both.groupby("dataset", sort=False))
     verdicts = ["dataset", "comparison", "verdict"]
     now, then = (t[(t["family"] == "primary") & (t["metric"] == HEADLINE)][verdicts] for t in (tests, previous.tests))
     paired = now.merge(then, on=["dataset", "comparison"], suffixes=("", "_previous"))
-    moved = paired[paired["verdict"] != paired["verdict_previous"]]
-    changes = "; ".join(f"{dataset_name(r.dataset)} vs {method_name(r.comparison)}: {r.verdict_previous} then, {r.verdict} now" for r in moved.itertuples())
+    changed = paired[paired["verdict"] != paired["verdict_previous"]]
+    changes = "; ".join(f"{dataset_name(r.dataset)} vs {method_name(r.comparison)}: {r.verdict_previous} then, {r.verdict} now" for r in changed.itertuples())
     return (
         f"**Against the previous data ({previous.name}, {made_by(previous.runs)}).** Metric values identical to theirs "
         f"(same method, seed and split): {reruns or 'no run in common'}. Primary test-mAP verdicts that differ: "
-        f"{f'{len(moved)} of {len(paired)}: {changes}' if len(moved) else f'none of {len(paired)}'}."
+        f"{f'{len(changed)} of {len(paired)}: {changes}' if len(changed) else f'none of {len(paired)}'}."
     )
 
 
