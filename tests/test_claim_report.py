@@ -308,16 +308,28 @@ def test_the_committed_claim_pages_are_generated_from_the_committed_data(tmp_pat
             assert runs[(runs.dataset == dataset) & (runs.method == method) & (runs.split == "test")]["seed"].nunique() >= 10, (dataset, method)
 
 
-def test_the_resnet8_record_is_regenerated_from_its_own_data() -> None:
-    """docs/claim/resnet8/ (the regime Amendment 3 replaced): its report and statistics are what
-    claim-report computes from its committed data, byte for byte, and each run group is one commit."""
-    record = Path(__file__).resolve().parents[1] / "docs" / "claim" / "resnet8"
-    report = claim.compute_report(record, "simdissim", 0.05, 0.01)
+@pytest.mark.parametrize(
+    ("record", "previous", "runs_commit", "schedule_commit", "schedule_encoders"),
+    [
+        ("resnet8", None, "65f7299", "750f196", {"resnet8-2x", "mlp-minilm-2x"}),  # the regime Amendment 3 replaced
+        ("run_5e5c5b6", "docs/claim/resnet8", "5e5c5b6", "cd6d1db", {"mlp-pixels-2x"}),  # the data Amendment 6's run replaced
+    ],
+)
+def test_a_claim_record_is_regenerated_from_its_own_data(
+    record: str, previous: str | None, runs_commit: str, schedule_commit: str, schedule_encoders: set[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A record folder under docs/claim/: its report and statistics are what claim-report
+    computes from its committed data (compared with the record it was published against),
+    byte for byte, and each run group is one commit."""
+    repo = Path(__file__).resolve().parents[1]
+    monkeypatch.chdir(repo)  # the outcome names the previous folder as given, relative
+    folder = repo / "docs" / "claim" / record
+    report = claim.compute_report(folder, "simdissim", 0.05, 0.01, claim.Previous.read(Path(previous)) if previous else None)
     for name, text in report.files().items():
-        assert text == (record / name).read_text(encoding="utf-8"), name
+        assert text == (folder / name).read_text(encoding="utf-8"), name
     runs, schedule = report.frames["runs"], report.frames["schedule"]
-    assert runs["commit"].str.startswith("65f7299").all() and schedule["commit"].str.startswith("750f196").all()
-    assert set(schedule["encoder"]) == {"resnet8-2x", "mlp-minilm-2x"}
+    assert runs["commit"].str.startswith(runs_commit).all() and schedule["commit"].str.startswith(schedule_commit).all()
+    assert set(schedule["encoder"]) == schedule_encoders
 
 
 def test_previous_data_counts_identical_reruns_and_names_each_changed_verdict(tmp_path: Path) -> None:
