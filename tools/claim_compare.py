@@ -1,0 +1,105 @@
+"""Two published claim data folders side by side: what a rerun of the claim DAG reproduced.
+
+    .venv/bin/python tools/claim_compare.py docs/claim docs/claim/run_5e5c5b6
+
+The report's own last outcome line (`claim-report --previous`) counts identical metric values
+in runs.csv and names each primary test-mAP verdict that moved. This prints the rest, for an
+amendment's "As run" record:
+
+- tuning: for each dataset, method and batch size, whether both folders chose the same setting;
+- values: for runs.csv, schedule.csv and batch_size.csv, per dataset, how many of the metric
+  values of the same run (dataset, method, encoder, epochs, batch size, seed, split) are
+  identical, and the largest and median absolute difference of the others, in points;
+- verdicts: for every statistics file (tests.csv, schedule_tests.csv, batch_size_tests.csv,
+  long_tail_tests.csv), how many verdicts of the same comparison differ, each with its mean
+  difference in points then and now.
+
+A row that only one folder has is counted, not compared. Nothing is written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+METRICS = ["micro_f1", "macro_f1", "map", "macro_auc"]
+RUN_KEYS = ("dataset", "method", "encoder", "epochs", "batch_size", "seed", "split")
+TEST_KEYS = ("dataset", "encoder", "epochs", "batch_size", "comparison", "metric", "family")
+RUN_FILES = ("runs.csv", "schedule.csv", "batch_size.csv")
+TEST_FILES = ("tests.csv", "schedule_tests.csv", "batch_size_tests.csv", "long_tail_tests.csv")
+
+
+def read(folder: Path, name: str) -> pd.DataFrame | None:
+    path = folder / name
+    return pd.read_csv(path) if path.is_file() else None
+
+
+def chosen_settings(tuning: pd.DataFrame) -> pd.DataFrame:
+    return tuning[tuning["chosen"]].drop_duplicates(["dataset", "method", "batch_size"])[["dataset", "method", "batch_size", "setting"]]
+
+
+def tuning_lines(now: pd.DataFrame, then: pd.DataFrame) -> list[str]:
+    both = chosen_settings(now).merge(chosen_settings(then), on=["dataset", "method", "batch_size"], suffixes=("_now", "_then"))
+    moved = both[both["setting_now"] != both["setting_then"]]
+    lines = [f"tuning: {len(both) - len(moved)} of {len(both)} choices the same"]
+    lines += [f"  {r.dataset} {r.method} batch {r.batch_size}: {r.setting_then} then, {r.setting_now} now" for r in moved.itertuples()]
+    return lines
+
+
+def value_lines(name: str, now: pd.DataFrame, then: pd.DataFrame) -> list[str]:
+    keys = [k for k in RUN_KEYS if k in now.columns and k in then.columns]
+    both = now.merge(then, on=keys, suffixes=("_now", "_then"))
+    lines = [f"{name}: {len(now)} rows now, {len(then)} then, {len(both)} in common"]
+    for dataset, rows in both.groupby("dataset", sort=True):
+        differences = pd.concat([(rows[f"{m}_now"] - rows[f"{m}_then"]).abs() for m in METRICS])
+        others = differences[differences != 0]
+        spread = f"; the others differ by up to {others.max() * 100:.2f} points, median {others.median() * 100:.2f}" if len(others) else ""
+        lines.append(f"  {dataset}: {len(differences) - len(others)} of {len(differences)} values identical{spread}")
+    return lines
+
+
+def verdict_lines(name: str, now: pd.DataFrame, then: pd.DataFrame) -> list[str]:
+    keys = [k for k in TEST_KEYS if k in now.columns and k in then.columns]
+    both = now.merge(then, on=keys, suffixes=("_now", "_then"))
+    moved = both[both["verdict_now"] != both["verdict_then"]]
+    lines = [f"{name}: {len(moved)} of {len(both)} verdicts differ"]
+    for r in moved.to_dict("records"):
+        where = " ".join(str(r[k]) for k in keys)
+        lines.append(f"  {where}: {r['mean_diff_then'] * 100:+.2f} {r['verdict_then']} then, {r['mean_diff_now'] * 100:+.2f} {r['verdict_now']} now")
+    return lines
+
+
+def compare(now_dir: Path, then_dir: Path) -> list[str]:
+    lines: list[str] = []
+    now, then = read(now_dir, "tuning.csv"), read(then_dir, "tuning.csv")
+    if now is not None and then is not None:
+        lines += tuning_lines(now, then)
+    for name in RUN_FILES:
+        now, then = read(now_dir, name), read(then_dir, name)
+        if now is not None and then is not None:
+            lines += value_lines(name, now, then)
+    for name in TEST_FILES:
+        now, then = read(now_dir, name), read(then_dir, name)
+        if now is not None and then is not None:
+            lines += verdict_lines(name, now, then)
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("now", type=Path, help="the newer claim data folder (e.g. docs/claim)")
+    parser.add_argument("then", type=Path, help="the earlier one (e.g. a record folder under docs/claim/)")
+    args = parser.parse_args(argv)
+    for folder in (args.now, args.then):
+        if not (folder / "runs.csv").is_file():
+            print(f"claim_compare: {folder}: no runs.csv; pass a claim data folder (docs/claim or a record under it)", file=sys.stderr)
+            return 2
+    print("\n".join(compare(args.now, args.then)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
