@@ -25,7 +25,8 @@ from pathlib import Path
 
 import pandas as pd
 
-METRICS = ["micro_f1", "macro_f1", "map", "macro_auc"]
+from mscl.report.claim import value_agreement
+
 RUN_KEYS = ("dataset", "method", "encoder", "epochs", "batch_size", "seed", "split")
 TEST_KEYS = ("dataset", "encoder", "epochs", "batch_size", "comparison", "metric", "family")
 RUN_FILES = ("runs.csv", "schedule.csv", "batch_size.csv")
@@ -51,13 +52,11 @@ def tuning_lines(now: pd.DataFrame, then: pd.DataFrame) -> list[str]:
 
 def value_lines(name: str, now: pd.DataFrame, then: pd.DataFrame) -> list[str]:
     keys = [k for k in RUN_KEYS if k in now.columns and k in then.columns]
-    both = now.merge(then, on=keys, suffixes=("_now", "_then"))
-    lines = [f"{name}: {len(now)} rows now, {len(then)} then, {len(both)} in common"]
-    for dataset, rows in both.groupby("dataset", sort=True):
-        differences = pd.concat([(rows[f"{m}_now"] - rows[f"{m}_then"]).abs() for m in METRICS])
-        others = differences[differences != 0]
-        spread = f"; the others differ by up to {others.max() * 100:.2f} points, median {others.median() * 100:.2f}" if len(others) else ""
-        lines.append(f"  {dataset}: {len(differences) - len(others)} of {len(differences)} values identical{spread}")
+    common = len(now.merge(then, on=keys))
+    lines = [f"{name}: {len(now)} rows now, {len(then)} then, {common} in common"]
+    for r in value_agreement(now, then, keys).sort_values("dataset").itertuples():
+        spread = f"; the others differ by up to {r.largest * 100:.2f} points, median {r.median * 100:.2f}" if r.identical < r.values else ""
+        lines.append(f"  {r.dataset}: {r.identical} of {r.values} values identical{spread}")
     return lines
 
 

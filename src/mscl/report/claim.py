@@ -715,23 +715,34 @@ def schedule_verdicts_table(tests: pd.DataFrame, checks: pd.DataFrame) -> str:
     return table(["Dataset (longer schedule)", "Sim-Dissim minus", "Test mAP at the main schedule: Δ, verdict", "At the longer schedule: Δ [95% CI], Holm p, verdict", "Same verdict"], rows, "lllll")
 
 
+def value_agreement(now: pd.DataFrame, then: pd.DataFrame, keys: Sequence[str]) -> pd.DataFrame:
+    """Per dataset (in `now`'s order), over the METRICS values of the rows both frames hold
+    (matched on `keys`): how many values, how many identical, and the largest and median
+    absolute difference of the others (NaN where none differs)."""
+    both = now.merge(then, on=list(keys), suffixes=("", "_then"))
+    rows = []
+    for dataset, block in both.groupby("dataset", sort=False):
+        differences = np.concatenate([(block[m] - block[f"{m}_then"]).abs().to_numpy() for m in METRICS])
+        others = differences[differences != 0]
+        rows.append({
+            "dataset": dataset, "values": len(differences), "identical": len(differences) - len(others),
+            "largest": others.max() if len(others) else math.nan, "median": float(np.median(others)) if len(others) else math.nan,
+        })  # fmt: skip
+    return pd.DataFrame(rows, columns=["dataset", "values", "identical", "largest", "median"])
+
+
 def previous_sentence(tests: pd.DataFrame, runs: pd.DataFrame, previous: Previous) -> str:
     """What changed against an earlier published data folder: per dataset how many of the test
     and val metric values of the same method x seed are identical (a rerun of unchanged code on
     the same kind of CPU reproduces them exactly) and, where some are not, how far the others
     moved (another CPU's floating point makes the training runs drift apart); and which primary
     test-mAP verdicts differ."""
-    keys, metrics = ["dataset", "method", "seed", "split"], list(METRICS)
-    both = runs.merge(previous.runs, on=keys, suffixes=("", "_previous"))
-    moved = pd.DataFrame({m: (both[m] - both[f"{m}_previous"]).abs() for m in metrics})
-
-    def reran(rows: pd.DataFrame) -> str:
-        differences = moved.loc[rows.index].to_numpy().ravel()
-        others = differences[differences != 0]
-        spread = f" (the others differ by up to {points(others.max(), 2)} points, median {points(float(np.median(others)), 2)})" if len(others) else ""
-        return f"{len(differences) - len(others)} of {len(differences)}{spread}"
-
-    reruns = "; ".join(f"{dataset_name(d)} {reran(rows)}" for d, rows in both.groupby("dataset", sort=False))
+    agreement = value_agreement(runs, previous.runs, ["dataset", "method", "seed", "split"])
+    reruns = "; ".join(
+        f"{dataset_name(r.dataset)} {r.identical} of {r.values}"
+        + (f" (the others differ by up to {points(r.largest, 2)} points, median {points(r.median, 2)})" if r.identical < r.values else "")
+        for r in agreement.itertuples()
+    )  # fmt: skip
     verdicts = ["dataset", "comparison", "verdict"]
     now, then = (t[(t["family"] == "primary") & (t["metric"] == HEADLINE)][verdicts] for t in (tests, previous.tests))
     paired = now.merge(then, on=["dataset", "comparison"], suffixes=("", "_previous"))
