@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from mscl.bench.dag import breakdown, main
+from mscl.report.claim import cost_block
 
 SNAKEMAKE_LOG = """Building DAG of jobs...
 Provided cores: 2
@@ -110,6 +111,15 @@ def test_tuning_runs_count_as_training_and_a_resumed_run_sums_its_segments(tmp_p
     assert "non-training share of the wall time: 94.0%" in total
     per_rule = out.split("per rule (jobs")[1].split("slowest jobs")[0]
     assert "tuning_pretrain" in per_rule and "make_demo" in per_rule
+
+    # The claim page's Cost block names a segmented run as such: its sum is no timing of the DAG.
+    (tmp_path / "segmented").mkdir()
+    (tmp_path / "segmented" / "dag_cost.txt").write_text(out)
+    assert "which ran in 2 segments" in cost_block(tmp_path / "segmented")
+    assert main(["--log", str(first), "--workdir", str(tmp_path)]) == 0
+    (tmp_path / "one").mkdir()
+    (tmp_path / "one" / "dag_cost.txt").write_text(capsys.readouterr().out)
+    assert "on the measured run of the whole DAG:" in cost_block(tmp_path / "one")
 
 
 def test_training_cpu_is_summed_per_dataset_and_encoder_with_tuning_apart() -> None:

@@ -200,3 +200,32 @@ def test_checkpoints_follow_the_time_interval_and_none_is_left_when_the_run_is_d
     assert saved_epochs == expected_epochs
     assert (tmp_path / "encoder.pt").exists() and not (tmp_path / "checkpoint.pt").exists()
     assert len(pd.read_csv(tmp_path / "train_log.csv")) == 3  # the log still has every epoch
+
+
+def test_the_threshold_check_refits_each_probe_bit_for_bit_and_finds_the_published_values(tabular_data: Path, tmp_path: Path, capsys) -> None:
+    """tools/claim_threshold_check.py (docs/claim-check.md's yeast BCE paragraph) on two methods'
+    tiny runs: every refit reproduces its run's test scores, the published check counts the
+    runs whose micro-F1 and mAP equal runs.csv's (one value altered: one run fewer), and the
+    paired difference is printed per reading."""
+    import importlib.util
+
+    runs = tmp_path / "runs"
+    published = []
+    for method in ("bce", "none"):
+        for seed in (0, 1):
+            out = runs / method / "bs16" / f"seed{seed}"
+            assert run(tabular_data, {**run_spec(method), "seed": seed}, out) == (0, 0)
+            test = json.loads((out / "probe" / "metrics.json").read_text())["test"]
+            published.append({"dataset": "yeast", "method": method, "seed": seed, "split": "test", "micro_f1": test["micro_f1"], "map": test["map"]})
+    published[0]["map"] += 0.01
+    pd.DataFrame(published).to_csv(tmp_path / "runs.csv", index=False)
+
+    spec = importlib.util.spec_from_file_location("claim_threshold_check", Path(__file__).resolve().parents[1] / "tools" / "claim_threshold_check.py")
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    capsys.readouterr()
+    assert tool.main(["--data", str(tabular_data), "--runs", str(runs), "--methods", "bce", "none", "--published", str(tmp_path / "runs.csv")]) == 0
+    out = capsys.readouterr().out
+    assert "reproduced exactly by 3 of 4 runs; largest |difference|: micro-F1 0, mAP 0.01" in out
+    assert "every run's test scores reproduced bit for bit by the refit probe" in out
+    assert "bce minus none, paired by seed" in out and "micro_f1_val_threshold" in out

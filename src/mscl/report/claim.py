@@ -769,14 +769,22 @@ def probe_sentence(probes: pd.DataFrame) -> str:
 
 
 def cost_block(data_dir: Path) -> str:
-    """`python -m mscl bench dag` on the measured run of the whole DAG (dag_cost.txt), and
+    """`python -m mscl bench dag` on the run that made the data (dag_cost.txt; a run resumed in
+    segments is named as such, its sum being no timing of the DAG in one piece), and
     `tools/claim_budget_options.py` on the jobs behind the data (budget_options.txt) when
     present, verbatim. The two can differ in their jobs: an amendment's runs added after the
     measured run are priced by the options and absent from the run's breakdown."""
     path = Path(data_dir) / "dag_cost.txt"
     if not path.is_file():
         return "Not measured for these data (no dag_cost.txt).\n"
-    block = "`python -m mscl bench dag` on the measured run of the whole DAG:\n\n```\n" + path.read_text(encoding="utf-8").rstrip() + "\n```\n"
+    text = path.read_text(encoding="utf-8").rstrip()
+    segments = re.search(r"^all (\d+) segments:$", text, flags=re.MULTILINE)  # bench dag's sum over several logs
+    run = (
+        f"the run that made these data, which ran in {segments.group(1)} segments (each segment's table, then their sum; the time between segments is not counted, so this is no timing of the whole DAG in one piece)"
+        if segments
+        else "the measured run of the whole DAG"
+    )
+    block = f"`python -m mscl bench dag` on {run}:\n\n```\n{text}\n```\n"
     options = Path(data_dir) / "budget_options.txt"
     if options.is_file():
         block += "\n`tools/claim_budget_options.py` on the jobs behind these data (each job's own benchmark, re-priced):\n\n```\n" + options.read_text(encoding="utf-8").rstrip() + "\n```\n"
@@ -902,10 +910,9 @@ def schedule_phrase(plateau: pd.DataFrame) -> str:
     where = "; ".join(
         f"{dataset_name(dataset)}: {', '.join(method_name(m) for m in block['method'])}" for dataset, block in rising.groupby("dataset", sort=False)
     )
-    return (
-        f"schedules fixed in advance by a convergence pilot (not all at a plateau: {where} still gained "
-        f"{points(rising['gain_last_third'].min(), 1)}-{points(rising['gain_last_third'].max(), 1)} points of val mAP over the last third)"
-    )
+    low, high = points(rising["gain_last_third"].min(), 1), points(rising["gain_last_third"].max(), 1)
+    gained = low if low == high else f"{low}-{high}"  # one method, or gains that print alike: one number
+    return f"schedules fixed in advance by a convergence pilot (not all at a plateau: {where} still gained {gained} points of val mAP over the last third)"
 
 
 # ----------------------------------------------------------------------------- figures
