@@ -292,21 +292,26 @@ def test_the_readme_says_trained_to_a_plateau_only_when_every_method_plateaued()
 def test_the_committed_claim_pages_are_generated_from_the_committed_data(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """docs/claim-check.md and the README's claim paragraph: every generated block equals what
     `claim-report` makes of the committed docs/claim/*.csv (compared with the record
-    docs/claim/resnet8, as `make claim-publish` does), and tests.csv is reproduced from them."""
+    docs/claim/run_5e5c5b6, as `make claim-publish` does), and tests.csv is reproduced from them;
+    the main runs and the schedule check (Amendments 4-6) are one commit with 10 seeds a method."""
     from mscl.__main__ import main as mscl_main
 
     repo = Path(__file__).resolve().parents[1]
     monkeypatch.chdir(repo)  # the outcome names the --previous folder as given: relative, as the Makefile gives it
     docs = [str(repo / "docs" / "claim-check.md"), str(repo / "README.md")]
-    args = ["claim-report", "--data-dir", str(repo / "docs" / "claim"), "--out-dir", str(tmp_path), "--figures-dir", str(tmp_path), "--previous", "docs/claim/resnet8"]
+    args = ["claim-report", "--data-dir", str(repo / "docs" / "claim"), "--out-dir", str(tmp_path), "--figures-dir", str(tmp_path), "--previous", "docs/claim/run_5e5c5b6"]
     assert mscl_main([*args, "--docs", *docs, "--check"]) == 0
     committed = pd.read_csv(repo / "docs" / "claim" / "tests.csv")
     pd.testing.assert_frame_equal(committed, pd.read_csv(tmp_path / "tests.csv"))
     runs = pd.read_csv(repo / "docs" / "claim" / "runs.csv")
     assert runs["commit"].nunique() == 1 and not runs["commit"].iloc[0].endswith("+dirty")
+    schedule = pd.read_csv(repo / "docs" / "claim" / "schedule.csv")
+    assert set(schedule["commit"]) == set(runs["commit"])
     for dataset in ("yeast", "fashion_mnist", "debtags"):
         for method in ("all", "any", "mulsupcon", "simdissim", "none", "bce"):
             assert runs[(runs.dataset == dataset) & (runs.method == method) & (runs.split == "test")]["seed"].nunique() >= 10, (dataset, method)
+        for method in ("all", "any", "mulsupcon", "simdissim"):  # the schedule check's methods
+            assert schedule[(schedule.dataset == dataset) & (schedule.method == method) & (schedule.split == "test")]["seed"].nunique() >= 10, (dataset, method)
 
 
 @pytest.mark.parametrize(
