@@ -172,3 +172,25 @@ def test_a_schedule_block_must_reuse_the_selection_of_the_same_network(tmp_path,
     result = subprocess.run(snakemake_command(tmp_path, "-n", "--configfile", *configs), capture_output=True, text=True, env=job_env())
     output = result.stdout + result.stderr
     assert result.returncode != 0 and message in output and "Fix:" in output
+
+
+def test_the_convergence_pilot_builds_its_runs_from_the_claim_config() -> None:
+    """tools/claim_convergence_pilot.py (how the schedules were fixed): from config/claim.yaml,
+    per dataset asked for, one run per trained method on tuning seed 100 at the grid's lowest
+    learning rate (and weight decay) and middle temperature, the asked-for epochs, the monitor
+    on. Its training runs were checked by hand (yeast, 2 epochs); this keeps the config reading
+    in step with the config."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("claim_convergence_pilot", REPO / "tools" / "claim_convergence_pilot.py")
+    pilot = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(pilot)
+    config = yaml.safe_load((REPO / "config" / "claim.yaml").read_text())
+    runs = pilot.pilot_specs(config, {"yeast": 40, "debtags": 3})
+    assert [(d, m) for d, m, _ in runs] == [(d, m) for d in ("yeast", "debtags") for m in ("all", "any", "mulsupcon", "simdissim", "bce")]
+    yeast = {m: s for d, m, s in runs if d == "yeast"}
+    grid = config["encoders"][yeast["all"]["encoder_name"]]["tune"]
+    assert yeast["all"]["pretrain"]["lr"] == min(grid["contrastive"]["lr"])
+    assert yeast["all"]["pretrain"]["temperature"] == sorted(grid["contrastive"]["temperature"])[1]
+    assert yeast["bce"]["pretrain"]["weight_decay"] == min(grid["bce"]["weight_decay"]) and "temperature" not in yeast["bce"]["pretrain"]
+    assert all(s["seed"] == 100 and s["pretrain"]["epochs"] == 40 and s["pretrain"]["monitor_every"] == 2 for s in yeast.values())
