@@ -53,8 +53,7 @@ def moved_choices(now: pd.DataFrame, then: pd.DataFrame) -> tuple[pd.DataFrame, 
     return both, both[both["setting_now"] != both["setting_then"]]
 
 
-def tuning_lines(now: pd.DataFrame, then: pd.DataFrame) -> list[str]:
-    both, moved = moved_choices(now, then)
+def tuning_lines(now: pd.DataFrame, then: pd.DataFrame, both: pd.DataFrame, moved: pd.DataFrame) -> list[str]:
     means = {name: t.groupby(["dataset", "method", "batch_size", "setting"])["value"].mean() * 100 for name, t in (("now", now), ("then", then))}
     lines = [f"tuning: {len(both) - len(moved)} of {len(both)} choices the same (val mAP of both settings, mean over the tuning seeds)"]
     shift = (means["now"] - means["then"]).dropna().abs()  # the same setting's val mAP, now against then
@@ -115,8 +114,8 @@ def compare(now_dir: Path, then_dir: Path) -> list[str]:
     now, then = read(now_dir, "tuning.csv"), read(then_dir, "tuning.csv")
     moved = None
     if now is not None and then is not None:
-        lines += tuning_lines(now, then)
-        moved = moved_choices(now, then)[1]
+        both, moved = moved_choices(now, then)
+        lines += tuning_lines(now, then, both, moved)
     lines += mean_lines(pd.read_csv(now_dir / "runs.csv"), pd.read_csv(then_dir / "runs.csv"), moved)
     for name in RUN_FILES:
         now, then = read(now_dir, name), read(then_dir, name)

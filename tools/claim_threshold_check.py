@@ -63,11 +63,12 @@ def check_run(probe_dir: Path, data_dir: Path) -> tuple[dict[str, float], pd.Dat
     its per-label readings."""
     spec = load_spec(str(probe_dir / "resolved_spec.json"))
     definition = macro_f1_definition(spec.dataset)
-    splits = load_run_splits(spec, data_dir, read_labels(data_dir), SPLITS)
+    vocabulary = read_labels(data_dir)
+    splits = load_run_splits(spec, data_dir, vocabulary, SPLITS)
     features = {name: load_checkpoint(probe_dir / f"features_{name}.pt")["features"] for name in SPLITS}
-    labels = {name: splits[name].labels for name in SPLITS}
+    label_matrices = {name: splits[name].labels for name in SPLITS}
     with contextlib.redirect_stderr(io.StringIO()):  # the probe's per-epoch lines
-        layer, best_epoch, _, _ = train_probe(features, labels, spec.probe, spec.seed, torch.device("cpu"), definition)
+        layer, best_epoch, _, _ = train_probe(features, label_matrices, spec.probe, spec.seed, torch.device("cpu"), definition)
     layer.eval()
     val_scores, test_scores = probabilities(layer, features["val"]), probabilities(layer, features["test"])
     if not np.array_equal(test_scores, read_test_scores(probe_dir)[2]):
@@ -75,13 +76,13 @@ def check_run(probe_dir: Path, data_dir: Path) -> tuple[dict[str, float], pd.Dat
     recorded = json.loads((probe_dir / "metrics.json").read_text())
     if best_epoch != recorded["best_epoch"]:
         raise SystemExit(f"{probe_dir}: the refit chose epoch {best_epoch}, the run {recorded['best_epoch']}")
-    gold_val, gold_test = labels["val"].dense().numpy(), labels["test"].dense().numpy()
+    gold_val, gold_test = label_matrices["val"].dense().numpy(), label_matrices["test"].dense().numpy()
     at_half = evaluate(gold_test, test_scores, macro_f1_definition=definition)
     threshold = tune_threshold(gold_val, val_scores)
     per_label = np.array([tune_threshold(gold_val[:, [label]], val_scores[:, [label]]) for label in range(gold_val.shape[1])])
     _, average_precision = per_label_auc_and_ap(gold_test, test_scores)
     labels = pd.DataFrame({
-        "label": read_labels(data_dir), "prevalence": gold_test.mean(0), "ap": average_precision,
+        "label": vocabulary, "prevalence": gold_test.mean(0), "ap": average_precision,
         "f1": per_class_f1(gold_test, test_scores), "predicted_share": (test_scores > 0.5).mean(0),
     })  # fmt: skip
     return {
