@@ -96,7 +96,7 @@ def test_the_smoke_dry_run_is_exactly_the_paper_grid(tmp_path):
     assert {rule: n for rule, n in smoke_counts.items() if rule not in added and rule != "total"} == {
         rule: n for rule, n in paper_counts.items() if rule != "total"
     }
-    assert "WARNING (a real run stops here)" not in smoke  # every source resolves
+    assert "WARNING (a run that executes jobs stops here)" not in smoke  # every source resolves
 
 
 @pytest.mark.slow

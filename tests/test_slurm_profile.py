@@ -126,7 +126,8 @@ def test_training_jobs_get_their_gpus_and_their_encoders_own_memory_and_time(slu
     for rule in TRAINING_RULES:
         job = find(slurm_jobs, rule, dataset=dataset, encoder=encoder, loss=loss, batch=batch)
         assert job.resources["gpu"] == str(job.gpus) and "gres" not in job.resources
-        assert job.resources["mem_mb"] == str(configured(wanted["mem_mb"], dataset))  # attempt 1
+        # Attempt 1; a job of N processes (DDP ranks) asks for N x the configured amount.
+        assert job.resources["mem_mb"] == str(job.gpus * configured(wanted["mem_mb"], dataset))
         assert job.resources["runtime"] == str(wanted["runtime"])
         assert job.threads == wanted["threads"] and job.resources["cpus_per_gpu"] == str(wanted["threads"])
         assert job.resources["slurm_partition"] == SITE_PLACEHOLDERS["gpu"]
@@ -138,7 +139,7 @@ def test_no_training_job_has_its_runtime_or_memory_flattened(slurm_jobs):
     assert len(training) == 2 * 117
     for job in training:
         wanted = PAPER["encoders"][job.wildcards["encoder"]]["resources"]
-        memory = configured(wanted["mem_mb"], job.wildcards["dataset"])
+        memory = job.gpus * configured(wanted["mem_mb"], job.wildcards["dataset"])  # N processes ask N x
         assert (job.resources["runtime"], job.resources["mem_mb"]) == (str(wanted["runtime"]), str(memory))
     # ResNet-50 12 h, RoBERTa-base 6 h, Llama-3.1-8B and PLM-ICD 24 h (config/paper.yaml)
     assert {job.resources["runtime"] for job in training} == {"360", "720", "1440"}
@@ -187,12 +188,14 @@ def test_a_distributed_pretrain_job_runs_torchrun_on_its_gpus_of_one_node(slurm_
     training = [job for job in slurm_jobs + gres_jobs if job.rule in TRAINING_RULES]
     distributed = [job for job in training if job.gpus == 2]
     assert len(distributed) == 2 * 28  # Llama's 28 pretrain jobs, through both profiles
-    torchrun = "python -m torch.distributed.run --standalone --nproc_per_node 2 -m mscl pretrain --data"
     for job in training:
+        # `mscl launch` holds the job's GPUs (SLURM's own inside a SLURM job) and, for a pretrain
+        # job of N GPUs, runs N processes under torchrun (mscl.train.launch).
+        torchrun = " --torchrun" if job.rule == "pretrain" else ""
+        launch = f"OMP_NUM_THREADS={job.threads} python -m mscl launch --gpus {job.gpus}{torchrun} -- python -m mscl {job.rule} --data"
+        assert job.shell.startswith(launch)
         if job.gpus == 2:
-            assert job.shell.startswith(f"OMP_NUM_THREADS={job.threads} {torchrun}") and job.resources["nodes"] == "1"
-        else:
-            assert job.shell.startswith(f"OMP_NUM_THREADS={job.threads} python -m mscl {job.rule} --data")
+            assert job.resources["nodes"] == "1" and job.resources["job_gpus"] == "2"
         assert job.resources["cpus_per_gpu"] == str(job.threads)  # per process: each rank runs `threads` threads
 
 

@@ -63,23 +63,26 @@ def job_counts(dry_run_output: str) -> dict[str, int]:
 
 
 def expected_job_counts(
-    runs: int, datasets_with_runs: int, demo_kinds: int = 0, mimic_versions: int = 3, prefix_caches: int = 0
+    runs: int, datasets_with_runs: int, demo_kinds: int = 0, mimic_versions: int = 3, prefix_caches: int = 0, untrained: int = 0
 ) -> dict[str, int]:
-    """Jobs per rule of a full dry run: `runs` pretrain/probe pairs, one label-prior (chance)
-    job per dataset with runs, `mimic_versions` MIMIC sources prepared, `prefix_caches` frozen
-    prefixes cached, plus `demo_kinds` demo generators when the config runs on the embedded
-    default."""
+    """Jobs per rule of a full dry run: `runs` pretrain/probe pairs (of which `untrained` save
+    their initial encoder instead of pretraining: rule initial_encoder), one label-prior
+    (chance) job per dataset with runs, `mimic_versions` MIMIC sources prepared,
+    `prefix_caches` frozen prefixes cached, plus `demo_kinds` demo generators when the config
+    runs on the embedded default."""
     counts = {"make_demo": demo_kinds} if demo_kinds else {}
     counts.update(
         {
             "mimic_split_lists": mimic_versions, "prepare_coco": 1, "prepare_voc": 1, "prepare_nuswide": 1, "prepare_aapd": 1,
-            "prepare_mimic": mimic_versions, "pretrain": runs, "probe": runs, "chance": datasets_with_runs,
+            "prepare_mimic": mimic_versions, "pretrain": runs - untrained, "probe": runs, "chance": datasets_with_runs,
             "statistics_table": 1, "collect_runs": 1,
             "paper_table": 7, "cost_table": 1, "paper_figure": 8, "all": 1,
         }
     )
     if prefix_caches:
         counts["cache_prefix"] = prefix_caches
+    if untrained:
+        counts["initial_encoder"] = untrained
     counts["total"] = sum(counts.values())
     return counts
 
@@ -94,7 +97,8 @@ def test_dry_run_of_the_default_config_lists_every_rule(tmp_path):
     # each); MIMIC-III is the only MIMIC source; no tiny models (the text stand-ins are the
     # packaged MiniLM); one prefix cache per text dataset and encoder (AAPD x 2, MIMIC x 2).
     runs = 15 + 8 + 5 + 4 + 5 + 8 + 4 + 10
-    expected = expected_job_counts(runs, len(DEFAULT_DATASETS), demo_kinds=5, mimic_versions=1, prefix_caches=4)
+    # `none` on the 3 image sets, AAPD and the 2 MIMIC-III settings: an initial encoder each.
+    expected = expected_job_counts(runs, len(DEFAULT_DATASETS), demo_kinds=5, mimic_versions=1, prefix_caches=4, untrained=6)
     assert counts == expected
     assert "local_models" not in counts
     # The workflow's table, figure and demo lists are the ones the commands accept (mscl.layout).

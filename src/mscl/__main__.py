@@ -38,6 +38,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "make-synthetic": ("mscl.demo.synthetic", "a prepared dataset at the paper's sizes x S (synthetic content), for measuring scale"),
     "make-tiny-models": ("mscl.demo.tiny_models", "write tiny local Hugging Face models + tokenizer (offline default)"),
     "cache-prefix": ("mscl.train.prefix", "run an hf or plm_icd encoder's frozen embeddings + lower layers once per split and cache them (trainable_layers)"),
+    "launch": ("mscl.train.launch", "run a training job on its own GPUs of this machine, under torchrun for several (the workflow's rules)"),
     "pretrain": ("mscl.train.pretrain", "contrastive pretraining of encoder + projection head"),
     "probe": ("mscl.train.probe", "linear probe on the frozen encoder; test scores and metrics"),
     "select-setting": ("mscl.tuning", "choose a method's tuned setting on val from its tuning runs (mean over tuning seeds)"),

@@ -362,6 +362,13 @@ def _pretrain(parser: argparse.ArgumentParser) -> None:
     )
 
 
+@command("launch", doc_of="mscl.train.launch")
+def _launch(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--gpus", type=int, default=0, help="GPUs of the job (its `resources.gpu`): held from the local pool for the job's life (default 0)")
+    parser.add_argument("--torchrun", action="store_true", help="with --gpus N > 1: run the command as N processes under torchrun (one per GPU)")
+    parser.add_argument("command", nargs=argparse.REMAINDER, help="-- and the job's command, e.g. -- python -m mscl pretrain ...")
+
+
 @command("probe", doc_of="mscl.train.probe")
 def _probe(parser: argparse.ArgumentParser) -> None:
     add_run_arguments(parser, "output folder")

@@ -35,7 +35,7 @@ from mscl.layout import (
     tuning_dir,
 )
 from mscl.tuning import UNTRAINED_METHODS, family_of, grid_settings
-from mscl.train.launch import export_encoder_gpus, pretrain_command
+from mscl.train.launch import export_encoder_gpus, share_local_gpus
 from mscl.train.settings import settings_problem
 
 # The jobs and the job server run the same code as this Snakefile (mscl.jobserver.run_jobs_from).
@@ -47,6 +47,8 @@ stop_jobs_on_sigint(lambda: [process.pid for process in list(getattr(job_shell, 
 
 
 onstart:
+    if CONFIG_PROBLEMS:
+        raise WorkflowError("\n".join(CONFIG_PROBLEMS))
     # Jobs on this machine stop when this Snakemake process ends, even by SIGKILL (mscl.interrupt).
     tie_jobs_to_this_process(local=workflow.local_exec)
     # Training jobs fork from one interpreter that imported torch once (mscl.jobserver), when
@@ -56,6 +58,14 @@ onstart:
         local=workflow.local_exec,
         isolated_environments=bool(workflow.deployment_settings.deployment_method),
         log_path=os.path.join(".snakemake", "log", "mscl-job-server.log"),
+        report=logger.info,
+    )
+    # Each local training job holds its own GPUs of this machine (mscl.train.launch); on a
+    # cluster the scheduler assigns them.
+    share_local_gpus(
+        config["local_gpus"]["devices"],
+        config["local_gpus"]["jobs_per_device"],
+        local=workflow.local_exec,
         report=logger.info,
     )
 
@@ -326,17 +336,17 @@ def demo_samples_option(wildcards):
     return "" if samples is None else f"--samples {samples}"
 
 
-_reported_config_problems = set()
+# Problems with the config's data (a source root or split folder that is not there), found while
+# the DAG is built. Each is a warning at once, so that `-n`, `--dag`, `--rulegraph`, `--summary`
+# and `--list-params-changes` can inspect the grid before the data is in place (a login node
+# before the copy); a run that would execute jobs stops on them in `onstart`, before any job.
+CONFIG_PROBLEMS = []
 
 
 def config_problem(message):
-    """Stop a real run with `message`; a dry run (-n) only warns, once, so that the grid can be
-    inspected before the data is in place."""
-    if not workflow.dryrun:
-        raise WorkflowError(message)
-    if message not in _reported_config_problems:
-        _reported_config_problems.add(message)
-        logger.warning(f"WARNING (a real run stops here): {message}")
+    if message not in CONFIG_PROBLEMS:
+        CONFIG_PROBLEMS.append(message)
+        logger.warning(f"WARNING (a run that executes jobs stops here): {message}")
 
 
 def source_input(fixed_source, manifest_dataset):
@@ -421,42 +431,38 @@ def tuning_values(wildcards):
     return encoder_grid(wildcards.encoder, wildcards.loss)[setting] if setting is not None else {}
 
 
-def run_spec(wildcards):
-    """The run spec (mscl.train.spec) of one job, shell-quoted JSON."""
-    encoder = config["encoders"][wildcards.encoder]
-    spec = {
-        "dataset": wildcards.dataset,
-        "encoder_name": wildcards.encoder,
-        "encoder": encoder_spec(wildcards.encoder),
-        "loss": wildcards.loss,
-        "loss_options": config["training"]["loss_options"].get(wildcards.loss, {}),
-        "batch_size": int(wildcards.batch),
-        "seed": int(wildcards.seed),
-        # A tuning run's setting (its {setting} wildcard) overrides the configured values.
-        "pretrain": {**config["training"]["pretrain"], **encoder["pretrain"], **tuning_values(wildcards)},
-        "probe": {**config["training"]["probe"], **encoder["probe"]},
-    }
-    selection = selection_of(wildcards)
-    if selection and selection[1] != wildcards.encoder:
-        spec["tuned_encoder"] = selection[1]  # the run takes another encoder's selection (`tune_encoder`)
-    return shlex.quote(json.dumps(spec, sort_keys=True))
+def run_spec(stage):
+    """Params function: the run spec (mscl.train.spec) a job of `stage` reads, shell-quoted
+    JSON. A job's params hold exactly what changes its output (docs/reruns.md): pretraining
+    never sees the probe's settings, so a probe-only change reruns probes alone."""
+
+    def spec_of(wildcards):
+        encoder = config["encoders"][wildcards.encoder]
+        spec = {
+            "dataset": wildcards.dataset,
+            "encoder_name": wildcards.encoder,
+            "encoder": encoder_spec(wildcards.encoder),
+            "loss": wildcards.loss,
+            "loss_options": config["training"]["loss_options"].get(wildcards.loss, {}),
+            "batch_size": int(wildcards.batch),
+            "seed": int(wildcards.seed),
+            # A tuning run's setting (its {setting} wildcard) overrides the configured values.
+            "pretrain": {**config["training"]["pretrain"], **encoder["pretrain"], **tuning_values(wildcards)},
+        }
+        if stage == "probe":
+            spec["probe"] = {**config["training"]["probe"], **encoder["probe"]}
+        selection = selection_of(wildcards)
+        if selection and selection[1] != wildcards.encoder:
+            spec["tuned_encoder"] = selection[1]  # the run takes another encoder's selection (`tune_encoder`)
+        return shlex.quote(json.dumps(spec, sort_keys=True))
+
+    return spec_of
 
 
 def per_dataset(amount, dataset):
     """A resource's value for one dataset: the number itself, or the dataset's entry of a
     {default: n, <dataset>: n} mapping (memory measured per dataset, docs/scale.md)."""
     return amount.get(dataset, amount["default"]) if isinstance(amount, dict) else amount
-
-
-def encoder_resource(key):
-    """Resource function: the encoder's configured value for the job's dataset (mem_mb grows
-    with each retry)."""
-
-    def value(wildcards, attempt):
-        amount = per_dataset(config["encoders"][wildcards.encoder]["resources"][key], wildcards.dataset)
-        return amount * attempt if key == "mem_mb" else amount
-
-    return value
 
 
 def rule_resource(rule, key):
@@ -474,17 +480,33 @@ def encoder_threads(wildcards):
     return config["encoders"][wildcards.encoder]["resources"]["threads"]
 
 
-# The scheduler request of every job that runs the {encoder} (cache_prefix, pretrain, probe):
-# `threads: encoder_threads` and `resources: **ENCODER_RESOURCES`.
-ENCODER_RESOURCES = {key: encoder_resource(key) for key in ("gpu", "mem_mb", "runtime")}
+def encoder_resources(stage):
+    """The scheduler request of a job that runs the {encoder} (`resources: **encoder_resources(stage)`):
+    the encoder's configured values for the job's dataset. `gpu` (what Snakemake and SLURM
+    count) and `job_gpus` (what `mscl launch` holds of the local pool, and the number of
+    torchrun processes of a pretrain job; the gres profile removes `gpu`) are the encoder's
+    `resources.gpu` for pretraining, at most 1 for the single-process jobs, and 0 for an untrained
+    method's initial encoder. A pretrain job of N GPUs runs N processes that each hold the data,
+    the model, a CUDA context and loader workers, so it asks for N x `mem_mb`; every retry
+    asks for attempt x that."""
+
+    def gpus(wildcards):
+        configured = config["encoders"][wildcards.encoder]["resources"]["gpu"]
+        return {"pretrain": configured, "initial_encoder": 0}.get(stage, min(configured, 1))
+
+    def mem_mb(wildcards, attempt):
+        amount = per_dataset(config["encoders"][wildcards.encoder]["resources"]["mem_mb"], wildcards.dataset)
+        processes = max(1, gpus(wildcards)) if stage == "pretrain" else 1
+        return amount * processes * attempt
+
+    def runtime(wildcards):
+        return per_dataset(config["encoders"][wildcards.encoder]["resources"]["runtime"], wildcards.dataset)
+
+    return {"gpu": gpus, "job_gpus": gpus, "mem_mb": mem_mb, "runtime": runtime}
+
+
 # For the SLURM profiles' GPU request of pretrain jobs (mscl.train.launch).
 export_encoder_gpus(config["encoders"])
-
-
-def pretrain_launch(wildcards):
-    """`python -m mscl pretrain`, under torchrun with one process per GPU for an encoder of
-    several GPUs (mscl.train.launch)."""
-    return pretrain_command(config["encoders"][wildcards.encoder]["resources"]["gpu"])
 
 
 def uses_prefix_cache(name):

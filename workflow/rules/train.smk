@@ -1,8 +1,10 @@
 # Contrastive pretraining and linear probing, one job per dataset x encoder x loss x batch x
-# seed (mscl.train), plus the claim check's tuning runs and their selection on val. Jobs pick
-# CUDA when the node has a GPU; the scheduler's GPU request comes from `resources: gpu` (0 in
-# the embedded default; the SLURM profiles ask for at least 1). A pretrain job of N > 1 GPUs
-# runs under torchrun, one process per GPU (docs/training.md).
+# seed (mscl.train), plus the claim check's tuning runs and their selection on val. Every
+# training command runs through `python -m mscl launch` (mscl.train.launch), which holds the
+# job's own GPUs of this machine's pool (none on a cluster, whose scheduler assigns them) and
+# runs a pretrain job of N > 1 GPUs under torchrun, one process per GPU (docs/training.md). The
+# GPU request comes from `resources: gpu` (0 in the embedded default; the SLURM profiles ask for
+# at least 1 for pretrain and the probe).
 
 
 localrules:
@@ -37,16 +39,18 @@ rule cache_prefix:
         f"{BENCHMARKS}/prefix/{{dataset}}/{{encoder}}.tsv"
     threads: encoder_threads
     resources:
-        **ENCODER_RESOURCES,
+        **encoder_resources("cache_prefix"),
     params:
         data=folder_of("input.data"),
         spec=lambda wildcards: shlex.quote(json.dumps(encoder_spec(wildcards.encoder), sort_keys=True)),
     shell:
-        "OMP_NUM_THREADS={threads} python -m mscl cache-prefix --data {params.data} --encoder-spec {params.spec} "
-        "--out {output} > {log} 2>&1"
+        "OMP_NUM_THREADS={threads} python -m mscl launch --gpus {resources.job_gpus} -- "
+        "python -m mscl cache-prefix --data {params.data} --encoder-spec {params.spec} --out {output} > {log} 2>&1"
 
 
 rule pretrain:
+    wildcard_constraints:
+        loss="|".join(method for method in KNOWN_METHODS if method not in UNTRAINED_METHODS),
     input:
         data=lambda wildcards: manifest(wildcards.dataset),
         models=local_models_input,
@@ -64,17 +68,45 @@ rule pretrain:
         run_benchmark("pretrain")
     threads: encoder_threads
     resources:
-        **ENCODER_RESOURCES,
+        **encoder_resources("pretrain"),
     params:
         data=folder_of("input.data"),
         out=folder_of("output.encoder"),
-        spec=run_spec,
+        spec=run_spec("pretrain"),
         prefix=prefix_cache_option,
         selected=selected_option,
-        launch=pretrain_launch,
     shell:
-        "OMP_NUM_THREADS={threads} {params.launch} --data {params.data} --out {params.out} "
-        "--spec {params.spec} {params.prefix} {params.selected} > {log} 2>&1"
+        "OMP_NUM_THREADS={threads} python -m mscl launch --gpus {resources.job_gpus} --torchrun -- "
+        "python -m mscl pretrain --data {params.data} --out {params.out} --spec {params.spec} "
+        "{params.prefix} {params.selected} > {log} 2>&1"
+
+
+# The untrained references (`none`: the encoder as initialised; `logreg`: the identity encoder
+# over the inputs) through the same command, which trains nothing and saves the initial
+# encoder: no GPU, never torchrun, and on a cluster the CPU partition (no set-resources entry).
+rule initial_encoder:
+    wildcard_constraints:
+        loss="|".join(UNTRAINED_METHODS),
+    input:
+        data=lambda wildcards: manifest(wildcards.dataset),
+        models=local_models_input,
+    output:
+        encoder=f"{RUN_DIR}/pretrain/encoder.pt",
+    conda:
+        CONDA_ENV
+    log:
+        run_log("pretrain"),
+    benchmark:
+        run_benchmark("pretrain")
+    resources:
+        **encoder_resources("initial_encoder"),
+    params:
+        data=folder_of("input.data"),
+        out=folder_of("output.encoder"),
+        spec=run_spec("pretrain"),
+    shell:
+        "python -m mscl launch --gpus {resources.job_gpus} -- "
+        "python -m mscl pretrain --data {params.data} --out {params.out} --spec {params.spec} > {log} 2>&1"
 
 
 rule probe:
@@ -95,17 +127,18 @@ rule probe:
         run_benchmark("probe")
     threads: encoder_threads
     resources:
-        **ENCODER_RESOURCES,
+        **encoder_resources("probe"),
     params:
         data=folder_of("input.data"),
         pretrained=folder_of("input.encoder"),
         out=folder_of("output.metrics"),
-        spec=run_spec,
+        spec=run_spec("probe"),
         prefix=prefix_cache_option,
         selected=selected_option,
     shell:
-        "OMP_NUM_THREADS={threads} python -m mscl probe --data {params.data} --pretrained {params.pretrained} "
-        "--out {params.out} --spec {params.spec} {params.prefix} {params.selected} > {log} 2>&1"
+        "OMP_NUM_THREADS={threads} python -m mscl launch --gpus {resources.job_gpus} -- "
+        "python -m mscl probe --data {params.data} --pretrained {params.pretrained} --out {params.out} "
+        "--spec {params.spec} {params.prefix} {params.selected} > {log} 2>&1"
 
 
 # Tuning runs (the claim check's equal tuning per method, common.smk): the same jobs, one per

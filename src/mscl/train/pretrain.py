@@ -76,7 +76,7 @@ from mscl.train.runtime import (
     software_versions,
     trainable_state,
 )
-from mscl.train.spec import FOLDER_KINDS, UNTRAINED_METHODS, RunSpec, load_spec
+from mscl.train.spec import FOLDER_KINDS, UNTRAINED_METHODS, RunSpec, load_spec, pretrain_view
 
 # Seconds of training a killed job may lose. Checkpointing every epoch cost more than the
 # training itself for small models: a yeast MLP run (150 epochs of 0.2 s) wrote 730 MB of
@@ -400,7 +400,7 @@ def checkpoint_state(state: TrainingState) -> dict[str, Any] | None:
         "epoch": state.epoch,
         "step": state.step,
         "steps_per_epoch": state.steps_per_epoch,
-        "spec": state.spec.to_dict(),
+        "spec": pretrain_view(state.spec.to_dict()),
         "encoder": trainable_state(state.encoder),
         "head": state.head.state_dict(),
         "loss": state.loss_fn.state_dict(),
@@ -424,8 +424,10 @@ def stale_checkpoint_reason(saved: dict[str, Any], spec: RunSpec, steps_per_epoc
     """Why a checkpoint cannot be resumed by this run (None: it can)."""
     if saved.get("format") != CHECKPOINT_FORMAT:
         return f"it has checkpoint format {saved.get('format')!r}, this code writes {CHECKPOINT_FORMAT}"
-    if saved.get("spec") != spec.to_dict():
-        return f"the run spec changed ({', '.join(spec_changes(saved.get('spec'), spec.to_dict())) or 'format'})"
+    # Probe settings are no part of pretraining (checkpoints from before this rule hold them too).
+    old, new = pretrain_view(saved.get("spec") or {}), pretrain_view(spec.to_dict())
+    if old != new:
+        return f"the run spec changed ({', '.join(spec_changes(old, new)) or 'format'})"
     if saved["steps_per_epoch"] != steps_per_epoch:
         return f"it has {saved['steps_per_epoch']} steps per epoch, this data gives {steps_per_epoch} (the data changed)"
     # Each process has its own random streams (crops, masks, dropout): they resume only onto
@@ -549,7 +551,7 @@ def save_initial_encoder(spec: RunSpec, num_labels: int, out: Path, versions: di
     the identity encoder, which has nothing to save but the empty state the probe checks)."""
     encoder = encoder_from_spec(spec, num_labels)
     out.mkdir(parents=True, exist_ok=True)
-    write_json(out / "resolved_spec.json", spec.to_dict())
+    write_json(out / "resolved_spec.json", pretrain_view(spec.to_dict()))
     write_json(out / "versions.json", versions)
     save_checkpoint(out / "encoder.pt", trainable_state(encoder))
     print(f"pretrain: method {spec.loss.name!r}: saved the encoder as initialised (no training)", file=sys.stderr)
@@ -591,7 +593,7 @@ def run(args: argparse.Namespace, spec: RunSpec, vocabulary: list[str], train: S
         resume(state, checkpoint)
     if ranks.main:
         out.mkdir(parents=True, exist_ok=True)
-        write_json(out / "resolved_spec.json", spec.to_dict())
+        write_json(out / "resolved_spec.json", pretrain_view(spec.to_dict()))
         # Where the training images were decoded: views differ slightly between the two (docs/gpu.md).
         write_json(out / "versions.json", {**versions, "image_decode": getattr(loader.dataset, "decode", None)})
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import importlib.metadata
+import os
 import platform
 import random
 import subprocess
@@ -23,6 +24,7 @@ import torch
 
 from mscl.errors import InputError
 from mscl.io import atomic_path
+from mscl.train.launch import ASSIGNED_ENV
 
 VERSIONED_PACKAGES = ("torch", "torchvision", "transformers", "peft", "numpy")
 
@@ -125,6 +127,8 @@ def software_versions(device: torch.device, precision: str) -> dict[str, Any]:
         cudnn=torch.backends.cudnn.version() if device.type == "cuda" else None,
         precision=precision,
         torch_threads=torch.get_num_threads(),
+        # The GPUs `mscl launch` gave this job of the machine's pool (None: none held, e.g. on SLURM).
+        assigned_gpus=os.environ.get(ASSIGNED_ENV),
     )
     return versions
 

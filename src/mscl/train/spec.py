@@ -147,6 +147,17 @@ class RunSpec:
         return {**mapping, "loss": loss["name"], "loss_options": loss["options"]}
 
 
+# The run spec's keys pretraining does not read. The workflow leaves them out of a pretrain job's
+# spec, and the job out of its checkpoint check and resolved_spec.json, so that a probe-only
+# change neither reruns nor restarts a pretraining (docs/reruns.md).
+PROBE_ONLY_KEYS = ("probe",)
+
+
+def pretrain_view(mapping: Mapping[str, Any]) -> dict[str, Any]:
+    """A spec mapping without the keys pretraining does not read."""
+    return {key: value for key, value in mapping.items() if key not in PROBE_ONLY_KEYS}
+
+
 def _check_encoder(encoder: Any) -> None:
     if not isinstance(encoder, Mapping) or "kind" not in encoder:
         raise ValueError(f"spec key 'encoder' is {encoder!r}; fix: give a mapping with a 'kind' key")
