@@ -87,8 +87,11 @@ readme-results: install
 dry-run: install
 	$(SNAKEMAKE) --cores $(CORES) -n $(TARGETS)
 
+# The workflow's conventions: Snakemake's own linter, and snakefmt's formatting of every workflow
+# file (pyproject.toml [tool.snakefmt]; `$(BIN)/snakefmt .` applies it). .ci/run runs this.
 lint: install
 	$(SNAKEMAKE) --lint
+	$(BIN)/snakefmt --check .
 
 test: install
 	$(BIN)/python -m pytest

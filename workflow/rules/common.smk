@@ -13,7 +13,7 @@ from snakemake.shell import shell as job_shell
 # No logic beyond that: everything else lives in the mscl package. The source checks, and the
 # run layout and the table, figure and demo names the commands share (mscl.layout), come from
 # the checkout's own src/ (standard library only), whatever environment runs Snakemake.
-sys.path.insert(0, os.path.join(workflow.basedir, "src"))
+sys.path.insert(0, os.path.join(REPO_ROOT, "src"))
 from mscl.data.sources import LAYOUTS, SPLIT_LIST_FILES, source_problem, split_folder_problem
 from mscl.interrupt import stop_jobs_on_sigint, tie_jobs_to_this_process
 from mscl.jobserver import run_jobs_from, start_for_workflow
@@ -39,7 +39,7 @@ from mscl.train.launch import export_encoder_gpus, share_local_gpus
 from mscl.train.settings import settings_problem
 
 # The jobs and the job server run the same code as this Snakefile (mscl.jobserver.run_jobs_from).
-run_jobs_from(os.path.join(workflow.basedir, "src"))
+run_jobs_from(os.path.join(REPO_ROOT, "src"))
 
 # `kill -INT` on Snakemake alone stops the running jobs too (mscl.interrupt). The running
 # jobs' shells are Snakemake's own bookkeeping (job id -> Popen), read at interrupt time.
@@ -69,6 +69,7 @@ onstart:
         report=logger.info,
     )
 
+
 RAW = config["paths"]["raw"]
 PROCESSED = config["paths"]["processed"]
 RESULTS = config["paths"]["results"]
@@ -96,7 +97,7 @@ def config_files():
 
 # Every dataset setting and method (loss or reference) the schema allows, read once:
 # experiment_runs checks each block against them and the {loss} wildcard takes the methods.
-with open(os.path.join(workflow.basedir, "workflow/schemas/config.schema.yaml")) as handle:
+with open(os.path.join(REPO_ROOT, "workflow/schemas/config.schema.yaml")) as handle:
     _SCHEMA = yaml.safe_load(handle)["properties"]
 KNOWN_DATASETS = _SCHEMA["datasets"]["items"]["enum"]
 KNOWN_METHODS = _SCHEMA["experiments"]["additionalProperties"]["properties"]["losses"]["items"]["enum"]
@@ -126,7 +127,11 @@ def experiment_runs():
                     f"name, in {config_files()}"
                 )
         for combination in itertools.product(
-            block["datasets"], block["encoders"], block["losses"], block["batch_sizes"], block.get("seeds", config["seeds"])
+            block["datasets"],
+            block["encoders"],
+            block["losses"],
+            block["batch_sizes"],
+            block.get("seeds", config["seeds"]),
         ):
             runs.add(combination)
     return sorted(runs)
@@ -136,11 +141,17 @@ def check_training_settings():
     """training.pretrain/probe and every encoder's overrides hold valid run-spec settings
     (mscl.train.settings): a wrong key or type stops the run while it is parsed, not in every job."""
     blocks = [(f"training.{phase}", phase, config["training"][phase]) for phase in ("pretrain", "probe")]
-    blocks += [(f"encoders.{name}.{phase}", phase, encoder[phase]) for name, encoder in config["encoders"].items() for phase in ("pretrain", "probe")]
+    blocks += [
+        (f"encoders.{name}.{phase}", phase, encoder[phase])
+        for name, encoder in config["encoders"].items()
+        for phase in ("pretrain", "probe")
+    ]
     for key, phase, block in blocks:
         problem = settings_problem(phase, block, key)
         if problem:
-            raise WorkflowError(f"invalid config key `{key}` in {config_files()}: {problem}. Fix: correct it there (docs/training.md lists every key)")
+            raise WorkflowError(
+                f"invalid config key `{key}` in {config_files()}: {problem}. Fix: correct it there (docs/training.md lists every key)"
+            )
 
 
 check_training_settings()
@@ -200,7 +211,11 @@ def tuning_plan():
     tuning_seeds = set(config["tuning"]["seeds"])
     for block_name, block in config["experiments"].items():
         combinations = itertools.product(
-            block["datasets"], block["encoders"], block["losses"], block["batch_sizes"], block.get("seeds", config["seeds"])
+            block["datasets"],
+            block["encoders"],
+            block["losses"],
+            block["batch_sizes"],
+            block.get("seeds", config["seeds"]),
         )
         for dataset, encoder, loss, batch, seed in combinations:
             if not block.get("tune") or loss in UNTRAINED_METHODS:
@@ -574,9 +589,17 @@ def run_benchmarks(stage):
 # mix groups (ablation, paper_vs_run) take, per dataset and encoder, the batch size most runs
 # share, and the batch-size figure shows every batch size.
 REPORT_GROUP = {
-    "image": "image", "aapd": "aapd", "mimic_full": "mimic", "mimic_50": "mimic", "sota": "mimic",
-    "improvement": "image", "std": "image", "frequency_buckets": "image", "text_encoders": "aapd",
-    "mimic_dotplot": "mimic", "mimic_heatstrip": "mimic",
+    "image": "image",
+    "aapd": "aapd",
+    "mimic_full": "mimic",
+    "mimic_50": "mimic",
+    "sota": "mimic",
+    "improvement": "image",
+    "std": "image",
+    "frequency_buckets": "image",
+    "text_encoders": "aapd",
+    "mimic_dotplot": "mimic",
+    "mimic_heatstrip": "mimic",
 }
 
 

@@ -4,10 +4,10 @@
 rule make_demo:
     output:
         directory(f"{RAW}/demo/{{kind}}"),
-    conda:
-        CONDA_ENV
     log:
         f"{LOGS}/demo/{{kind}}.log",
+    conda:
+        CONDA_ENV
     params:
         seed=config["seed"],
         samples=demo_samples_option,

@@ -19,10 +19,10 @@ for _source in ("coco", "voc", "nuswide", "aapd"):
             raw=source_input(_source, _source),
         output:
             manifest(_source),
-        conda:
-            CONDA_ENV
         log:
             f"{LOGS}/preprocess/{_source}.log",
+        conda:
+            CONDA_ENV
         params:
             root=raw_root(_source),
             out=folder_of("output"),
@@ -41,10 +41,10 @@ rule mimic_split_lists:
         split_list_input,
     output:
         expand(f"{PROCESSED}/splits/{{{{version}}}}/{{name}}", name=SPLIT_LIST_FILES),
-    conda:
-        CONDA_ENV
     log:
         f"{LOGS}/preprocess/{{version}}_splits.log",
+    conda:
+        CONDA_ENV
     params:
         out=folder_of("output"),
         source=lambda wildcards: split_list_option(wildcards.version),
@@ -60,10 +60,10 @@ rule prepare_mimic:
     output:
         full=manifest("{version}_full"),
         top50=manifest("{version}_50"),
-    conda:
-        CONDA_ENV
     log:
         f"{LOGS}/preprocess/{{version}}.log",
+    conda:
+        CONDA_ENV
     params:
         root=mimic_root,
         splits=folder_of("input.splits"),
@@ -84,15 +84,17 @@ rule prepare_mimic:
 rule prepare_yeast:
     output:
         manifest("yeast"),
-    conda:
-        CONDA_ENV
     log:
         f"{LOGS}/preprocess/yeast.log",
+    conda:
+        CONDA_ENV
     params:
         out=folder_of("output"),
         seed=config["seed"],
         source=lambda wildcards: (
-            "" if config["sources"]["yeast"]["source"] == "package" else f"--source {config['sources']['yeast']['source']}"
+            ""
+            if config["sources"]["yeast"]["source"] == "package"
+            else f"--source {config['sources']['yeast']['source']}"
         ),
     shell:
         "python -m mscl prepare-yeast --out {params.out} --seed {params.seed} {params.source} > {log} 2>&1"
@@ -107,10 +109,10 @@ DEBTAGS_EMBED = config["sources"]["debtags"].get("embed")
 rule prepare_debtags:
     output:
         manifest("debtags_text" if DEBTAGS_EMBED else "debtags"),
-    conda:
-        CONDA_ENV
     log:
         f"{LOGS}/preprocess/debtags.log",
+    conda:
+        CONDA_ENV
     params:
         out=folder_of("output"),
         seed=config["seed"],
@@ -128,12 +130,12 @@ if DEBTAGS_EMBED:
             manifest("debtags_text"),
         output:
             manifest("debtags"),
-        conda:
-            CONDA_ENV
         log:
             f"{LOGS}/preprocess/debtags_embed.log",
         benchmark:
             f"{BENCHMARKS}/preprocess/debtags_embed.tsv"
+        conda:
+            CONDA_ENV
         threads: 2
         params:
             data=folder_of("input"),
@@ -153,10 +155,10 @@ FASHION_MNIST_PIXELS = config["sources"]["fashion_mnist"].get("pixels")
 rule prepare_fashion_mnist:
     output:
         manifest("fashion_mnist_images" if FASHION_MNIST_PIXELS else "fashion_mnist"),
-    conda:
-        CONDA_ENV
     log:
         f"{LOGS}/preprocess/fashion_mnist.log",
+    conda:
+        CONDA_ENV
     params:
         out=folder_of("output"),
         seed=config["seed"],
@@ -176,10 +178,10 @@ if FASHION_MNIST_PIXELS:
             manifest("fashion_mnist_images"),
         output:
             manifest("fashion_mnist"),
-        conda:
-            CONDA_ENV
         log:
             f"{LOGS}/preprocess/fashion_mnist_pixels.log",
+        conda:
+            CONDA_ENV
         params:
             data=folder_of("input"),
             out=folder_of("output"),

@@ -10,12 +10,12 @@ rule chance:
     output:
         metrics=f"{CHANCE_DIR}/metrics.json",
         scores=f"{CHANCE_DIR}/test_scores.parquet",
-    conda:
-        CONDA_ENV
     log:
         f"{LOGS}/chance/{{dataset}}.log",
     benchmark:
         f"{BENCHMARKS}/chance/{{dataset}}.tsv"
+    conda:
+        CONDA_ENV
     resources:
         mem_mb=rule_resource("chance", "mem_mb"),
         runtime=rule_resource("chance", "runtime"),

@@ -18,10 +18,10 @@ rule collect_runs:
         stats=expand(f"{PROCESSED}/{{dataset}}/stats.json", dataset=sorted({run[0] for run in RUNS})),
     output:
         f"{RESULTS}/metrics/all_runs.csv",
-    conda:
-        CONDA_ENV
     log:
         f"{LOGS}/report/collect.log",
+    conda:
+        CONDA_ENV
     params:
         roles="--roles "
         + " ".join(f"{name}={encoder['role']}" for name, encoder in config["encoders"].items())
@@ -40,13 +40,18 @@ rule paper_table:
         tex=f"{RESULTS}/tables/{{table}}.tex",
         csv=f"{RESULTS}/tables/{{table}}.csv",
         md=f"{RESULTS}/tables/{{table}}.md",
-        html=report(f"{RESULTS}/tables/{{table}}.html", caption="../report/tables.rst", category="Tables", labels={"table": "{table}"}),
+        html=report(
+            f"{RESULTS}/tables/{{table}}.html",
+            caption="../report/tables.rst",
+            category="Tables",
+            labels={"table": "{table}"},
+        ),
+    log:
+        f"{LOGS}/report/table_{{table}}.log",
     wildcard_constraints:
         table="|".join(t for t in TABLE_NAMES if t != "cost"),
     conda:
         CONDA_ENV
-    log:
-        f"{LOGS}/report/table_{{table}}.log",
     params:
         prefix=lambda wildcards, output: os.path.splitext(output.tex)[0],
         batch=batch_size_option,
@@ -65,11 +70,13 @@ rule cost_table:
         tex=f"{RESULTS}/tables/cost.tex",
         csv=f"{RESULTS}/tables/cost.csv",
         md=f"{RESULTS}/tables/cost.md",
-        html=report(f"{RESULTS}/tables/cost.html", caption="../report/tables.rst", category="Tables", labels={"table": "cost"}),
-    conda:
-        CONDA_ENV
+        html=report(
+            f"{RESULTS}/tables/cost.html", caption="../report/tables.rst", category="Tables", labels={"table": "cost"}
+        ),
     log:
         f"{LOGS}/report/table_cost.log",
+    conda:
+        CONDA_ENV
     params:
         prefix=lambda wildcards, output: os.path.splitext(output.tex)[0],
         ran=ran_line("cost", RUNS, NAMED_DATASETS, NAMED_ENCODERS, ENCODER_ROLE_OF),
@@ -83,13 +90,18 @@ rule paper_figure:
     output:
         pdf=f"{RESULTS}/figures/{{figure}}.pdf",
         png=f"{RESULTS}/figures/{{figure}}.png",
-        html=report(f"{RESULTS}/figures/{{figure}}.html", caption="../report/figures.rst", category="Figures", labels={"figure": "{figure}"}),
+        html=report(
+            f"{RESULTS}/figures/{{figure}}.html",
+            caption="../report/figures.rst",
+            category="Figures",
+            labels={"figure": "{figure}"},
+        ),
+    log:
+        f"{LOGS}/report/figure_{{figure}}.log",
     wildcard_constraints:
         figure="|".join(FIGURE_NAMES),
     conda:
         CONDA_ENV
-    log:
-        f"{LOGS}/report/figure_{{figure}}.log",
     params:
         prefix=lambda wildcards, output: os.path.splitext(output.pdf)[0],
         batch=batch_size_option,
@@ -110,13 +122,15 @@ rule check_complete:
         figures=[f"{RESULTS}/figures/{name}.png" for name in FIGURE_NAMES],
     output:
         f"{RESULTS}/complete.txt",
-    conda:
-        CONDA_ENV
     log:
         f"{LOGS}/report/check_complete.log",
+    conda:
+        CONDA_ENV
     params:
         datasets=" ".join(config["datasets"]),
-        figures=" ".join(f"--figure {name}" + (f"={size}" if (size := report_batch_size(name)) else "") for name in FIGURE_NAMES),
+        figures=" ".join(
+            f"--figure {name}" + (f"={size}" if (size := report_batch_size(name)) else "") for name in FIGURE_NAMES
+        ),
     shell:
         "python -m mscl check-complete --tables {input.tables} --statistics {input.statistics} --datasets {params.datasets} "
         "--runs {input.runs} {params.figures} --out {output} > {log} 2>&1"
@@ -129,10 +143,10 @@ rule claim_export:
         stats=expand(f"{PROCESSED}/{{dataset}}/stats.json", dataset=sorted({run[0] for run in RUNS})),
     output:
         [f"{RESULTS}/claim_check/data/{name}" for name in CLAIM_DATA_FILES],
-    conda:
-        CONDA_ENV
     log:
         f"{LOGS}/report/claim_export.log",
+    conda:
+        CONDA_ENV
     params:
         out=folder_of("output"),
         stats=claim_train_stats,
@@ -147,15 +161,17 @@ rule claim_report:
         [f"{RESULTS}/claim_check/data/{name}" for name in CLAIM_DATA_FILES],
     output:
         [
-            report(f"{RESULTS}/claim_check/{name}", caption="../report/claim.rst", category="Claim check")
-            if name.endswith((".md", ".png"))
-            else f"{RESULTS}/claim_check/{name}"
+            (
+                report(f"{RESULTS}/claim_check/{name}", caption="../report/claim.rst", category="Claim check")
+                if name.endswith((".md", ".png"))
+                else f"{RESULTS}/claim_check/{name}"
+            )
             for name in CLAIM_FILES
         ],
-    conda:
-        CONDA_ENV
     log:
         f"{LOGS}/report/claim.log",
+    conda:
+        CONDA_ENV
     params:
         data=folder_of("input"),
         out=folder_of("output"),

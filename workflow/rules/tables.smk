@@ -19,11 +19,16 @@ rule statistics_table:
         tex=f"{RESULTS}/tables/statistics.tex",
         csv=f"{RESULTS}/tables/statistics.csv",
         md=f"{RESULTS}/tables/statistics.md",
-        html=report(f"{RESULTS}/tables/statistics.html", caption="../report/statistics.rst", category="Tables", labels={"table": "statistics"}),
-    conda:
-        CONDA_ENV
+        html=report(
+            f"{RESULTS}/tables/statistics.html",
+            caption="../report/statistics.rst",
+            category="Tables",
+            labels={"table": "statistics"},
+        ),
     log:
         f"{LOGS}/tables/statistics.log",
+    conda:
+        CONDA_ENV
     params:
         datasets=lambda wildcards, input: " ".join(
             f"--dataset {os.path.basename(os.path.dirname(p))}={os.path.dirname(p)}" for p in input

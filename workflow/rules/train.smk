@@ -14,10 +14,10 @@ localrules:
 rule local_models:
     output:
         directory(f"{MODELS}/{{model_set}}"),
-    conda:
-        CONDA_ENV
     log:
         f"{LOGS}/models/{{model_set}}.log",
+    conda:
+        CONDA_ENV
     params:
         seed=config["seed"],
         model_set=lambda wildcards: LOCAL_MODEL_SETS[wildcards.model_set],
@@ -31,12 +31,12 @@ rule cache_prefix:
         models=local_models_input,
     output:
         f"{PROCESSED}/{{dataset}}/prefix/{{encoder}}.pt",
-    conda:
-        CONDA_ENV
     log:
         f"{LOGS}/prefix/{{dataset}}/{{encoder}}.log",
     benchmark:
         f"{BENCHMARKS}/prefix/{{dataset}}/{{encoder}}.tsv"
+    conda:
+        CONDA_ENV
     threads: encoder_threads
     resources:
         **encoder_resources("cache_prefix"),
@@ -49,8 +49,6 @@ rule cache_prefix:
 
 
 rule pretrain:
-    wildcard_constraints:
-        loss="|".join(method for method in KNOWN_METHODS if method not in UNTRAINED_METHODS),
     input:
         data=lambda wildcards: manifest(wildcards.dataset),
         models=local_models_input,
@@ -60,12 +58,14 @@ rule pretrain:
         # Only the final file: Snakemake deletes a failed job's outputs, and the epoch
         # checkpoint beside it must survive so that a rerun resumes.
         encoder=f"{RUN_DIR}/pretrain/encoder.pt",
-    conda:
-        CONDA_ENV
     log:
         run_log("pretrain"),
     benchmark:
         run_benchmark("pretrain")
+    wildcard_constraints:
+        loss="|".join(method for method in KNOWN_METHODS if method not in UNTRAINED_METHODS),
+    conda:
+        CONDA_ENV
     threads: encoder_threads
     resources:
         **encoder_resources("pretrain"),
@@ -85,19 +85,19 @@ rule pretrain:
 # over the inputs) through the same command, which trains nothing and saves the initial
 # encoder: no GPU, never torchrun, and on a cluster the CPU partition (no set-resources entry).
 rule initial_encoder:
-    wildcard_constraints:
-        loss="|".join(UNTRAINED_METHODS),
     input:
         data=lambda wildcards: manifest(wildcards.dataset),
         models=local_models_input,
     output:
         encoder=f"{RUN_DIR}/pretrain/encoder.pt",
-    conda:
-        CONDA_ENV
     log:
         run_log("pretrain"),
     benchmark:
         run_benchmark("pretrain")
+    wildcard_constraints:
+        loss="|".join(UNTRAINED_METHODS),
+    conda:
+        CONDA_ENV
     resources:
         **encoder_resources("initial_encoder"),
     params:
@@ -119,12 +119,12 @@ rule probe:
     output:
         metrics=f"{RUN_DIR}/probe/metrics.json",
         scores=f"{RUN_DIR}/probe/test_scores.parquet",
-    conda:
-        CONDA_ENV
     log:
         run_log("probe"),
     benchmark:
         run_benchmark("probe")
+    conda:
+        CONDA_ENV
     threads: encoder_threads
     resources:
         **encoder_resources("probe"),
@@ -174,13 +174,13 @@ rule select_setting:
         tuning_metrics,
     output:
         SELECTION,
+    log:
+        f"{LOGS}/tuning/select/{{dataset}}/{{encoder}}/{{loss}}/bs{{batch}}.log",
     # Cheap, and it unlocks a method's test runs: without a priority the greedy scheduler, which
     # prefers jobs with large inputs, leaves every selection until all tuning has run.
     priority: 10
     conda:
         CONDA_ENV
-    log:
-        f"{LOGS}/tuning/select/{{dataset}}/{{encoder}}/{{loss}}/bs{{batch}}.log",
     params:
         grid_keys=tuning_keys,
         metric=config["tuning"]["metric"],
