@@ -1,5 +1,13 @@
-# The workflow lives in workflow/Snakefile (the Snakemake workflow catalog's layout); this file
-# lets `snakemake` run it from the repository root. Both plan the same jobs.
+# Reproduction pipeline for "Similarity-Dissimilarity Loss for Multi-label Supervised Contrastive
+# Learning" (TMLR 2026): `snakemake` from the repository root. The same workflow as
+# workflow/Snakefile (the catalog's entry point): both include workflow/main.smk, then name the
+# default target. See README.md.
 
 
-include: "workflow/Snakefile"
+include: "workflow/main.smk"
+
+
+rule all:
+    default_target: True
+    input:
+        all_targets(),

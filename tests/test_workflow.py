@@ -108,6 +108,23 @@ def test_dry_run_of_the_default_config_lists_every_rule(tmp_path):
     assert set(re.findall(r"python -m mscl make-demo (\w+)", output)) == set(layout.DEMO_KINDS) - {"mimic4"}
 
 
+def test_both_entry_points_plan_the_same_jobs(tmp_path):
+    """The root Snakefile and workflow/Snakefile (the workflow catalog's entry point) are one
+    workflow: the same jobs, with the same commands, from either."""
+
+    def plan(snakefile: Path) -> list[str]:
+        result = subprocess.run(
+            [sys.executable, "-m", "snakemake", "-s", str(snakefile), "-n", "-p", "--directory", str(tmp_path), "--workflow-profile", "none"],
+            capture_output=True, text=True, env=job_env(),
+        )  # fmt: skip
+        assert result.returncode == 0, result.stderr[-3000:]
+        lines = [line for line in result.stdout.splitlines() if line.startswith(("rule ", "localrule ", "    output:", "    python ", "OMP_"))]
+        return sorted(lines)
+
+    root = plan(REPO / "Snakefile")
+    assert len(root) > 300 and root == plan(REPO / "workflow" / "Snakefile")
+
+
 def test_plm_icd_with_trainable_layers_gets_a_prefix_cache_per_dataset(tmp_path):
     """`trainable_layers` on a plm_icd spec (k = 0: only the label attention trains) adds one
     cache_prefix job per dataset, which its pretrain and probe jobs read; the other encoders

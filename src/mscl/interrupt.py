@@ -66,8 +66,17 @@ def terminate_process_trees(pids: Iterable[int], grace_seconds: float = GRACE_SE
     return len(processes)
 
 
-def stop_jobs_on_sigint(running_job_pids: Callable[[], Iterable[int]]) -> bool:
-    """Install a SIGINT handler that terminates the running jobs, then raises KeyboardInterrupt.
+def child_processes() -> list[int]:
+    """The pids of this process's children: in the Snakemake process, the shells of its running
+    local jobs (and the job server, which stops its workers when terminated)."""
+    import psutil
+
+    return [child.pid for child in psutil.Process().children()]
+
+
+def stop_jobs_on_sigint(running_job_pids: Callable[[], Iterable[int]] = child_processes) -> bool:
+    """Install a SIGINT handler that terminates the running jobs (by default every child of
+    this process), then raises KeyboardInterrupt.
 
     Returns False (and installs nothing) outside the main thread, where Python cannot set
     signal handlers.

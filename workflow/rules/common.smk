@@ -7,7 +7,6 @@ import sys
 import yaml
 from snakemake.exceptions import WorkflowError
 from snakemake.logging import logger
-from snakemake.shell import shell as job_shell
 
 # Shared definitions: paths, the dataset -> source map, input functions, target lists.
 # No logic beyond that: everything else lives in the mscl package. The source checks, and the
@@ -41,9 +40,9 @@ from mscl.train.settings import settings_problem
 # The jobs and the job server run the same code as this Snakefile (mscl.jobserver.run_jobs_from).
 run_jobs_from(os.path.join(REPO_ROOT, "src"))
 
-# `kill -INT` on Snakemake alone stops the running jobs too (mscl.interrupt). The running
-# jobs' shells are Snakemake's own bookkeeping (job id -> Popen), read at interrupt time.
-stop_jobs_on_sigint(lambda: [process.pid for process in list(getattr(job_shell, "_processes", {}).values())])
+# `kill -INT` on Snakemake alone stops the running jobs too (mscl.interrupt): the children of
+# this process, found through psutil (no private Snakemake API).
+stop_jobs_on_sigint()
 
 
 onstart:
@@ -480,12 +479,12 @@ def per_dataset(amount, dataset):
     return amount.get(dataset, amount["default"]) if isinstance(amount, dict) else amount
 
 
-def rule_resource(rule, key):
-    """Resource function of a job without an encoder (config `resources.<rule>`), per dataset;
-    mem_mb grows with each retry."""
+def rule_resource(rule, key, wildcard="dataset"):
+    """Resource function of a job without an encoder (config `resources.<rule>`), per value of
+    its `wildcard` (the dataset; prepare_mimic's MIMIC version); mem_mb grows with each retry."""
 
     def value(wildcards, attempt):
-        amount = per_dataset(config["resources"][rule][key], wildcards.dataset)
+        amount = per_dataset(config["resources"][rule][key], wildcards[wildcard])
         return amount * attempt if key == "mem_mb" else amount
 
     return value

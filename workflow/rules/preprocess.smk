@@ -21,6 +21,8 @@ for _source in ("coco", "voc", "nuswide", "aapd"):
             manifest(_source),
         log:
             f"{LOGS}/preprocess/{_source}.log",
+        benchmark:
+            f"{BENCHMARKS}/preprocess/{_source}.tsv"
         conda:
             CONDA_ENV
         params:
@@ -62,8 +64,13 @@ rule prepare_mimic:
         top50=manifest("{version}_50"),
     log:
         f"{LOGS}/preprocess/{{version}}.log",
+    benchmark:
+        f"{BENCHMARKS}/preprocess/{{version}}.tsv"
     conda:
         CONDA_ENV
+    resources:
+        mem_mb=rule_resource("prepare_mimic", "mem_mb", wildcard="version"),
+        runtime=rule_resource("prepare_mimic", "runtime", wildcard="version"),
     params:
         root=mimic_root,
         splits=folder_of("input.splits"),
