@@ -389,10 +389,17 @@ def _chance(parser: argparse.ArgumentParser) -> None:
 @command("collect", description="gather every run's metrics into one tidy CSV")
 def _collect(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--metrics", nargs="+", required=True, metavar="FILE", help="metrics.json of probe (or chance) runs; the run axes come from the spec recorded in each")
-    parser.add_argument("--roles", nargs="+", required=True, metavar="ENCODER=ROLE", help=f"paper column of each encoder: {', '.join(REPORT_ROLES)} (chance=reference)")
+    parser.add_argument(
+        "--roles",
+        nargs="+",
+        required=True,
+        metavar="ENCODER=ROLE",
+        help=f"paper column of each encoder: {', '.join(REPORT_ROLES)} (chance=reference), in the config's encoder order: where encoders share a role on a dataset, the paper's tables show the paper's model, else the first listed",
+    )
     parser.add_argument("--train-counts", nargs="*", default=[], metavar="DATASET=STATS_JSON", help="stats.json of datasets that get head/tail bucket metrics")
     parser.add_argument("--dataset-names", nargs="*", default=[], metavar="DATASET=NAME", help="how tables and figures call each dataset (default: its key)")
     parser.add_argument("--encoder-names", nargs="*", default=[], metavar="ENCODER=NAME", help="how tables and figures call each encoder (default: its key)")
+    parser.add_argument("--method-names", nargs="*", default=[], metavar="LOSS=NAME", help="how tables and figures call each loss (default: the paper's name of a built-in loss, else its key)")
     parser.add_argument("--paper-datasets", nargs="*", default=[], metavar="DATASET", help="datasets that are the paper's own, on the real data (mscl.report.names)")
     parser.add_argument("--paper-encoders", nargs="*", default=[], metavar="ENCODER", help="encoders that are the paper's own models (mscl.report.names)")
     parser.add_argument("--out", required=True, type=Path, help="tidy CSV to write, e.g. results/metrics/all_runs.csv")
