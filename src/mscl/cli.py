@@ -425,6 +425,16 @@ def _figure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--split", choices=("test", "val"), help="split to plot (default: test; batch_size uses val as the paper)")
 
 
+@command("benchmark", doc_of="mscl.report.benchmark")
+def _benchmark(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--runs", required=True, type=Path, help="tidy CSV from `python -m mscl collect`, e.g. results/metrics/all_runs.csv")
+    parser.add_argument("--out-prefix", required=True, type=Path, help="table path without suffix: writes .csv, .md and .html, e.g. results/tables/benchmark")
+    parser.add_argument("--figure-prefix", type=Path, help="figure path without suffix: writes .pdf, .png and .html, e.g. results/figures/benchmark (default: no figure)")
+    parser.add_argument("--metric", help="the metric the tables and the figure show for every dataset that has it (default: per dataset family, mAP for images, micro_f1 otherwise); the CSV has every metric")
+    parser.add_argument("--split", choices=("test", "val"), default="test", help="split to report (default: test)")
+    parser.add_argument("--families", nargs="*", default=[], metavar="DATASET=FAMILY", help="family (image, text, tabular, mimic) of datasets mscl.metrics does not know, for their default metric")
+
+
 @command("check-complete", doc_of="mscl.report.complete")
 def _check_complete(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tables", nargs="*", default=[], type=Path, metavar="CSV", help="CSV of each paper table (`python -m mscl table NAME`)")
