@@ -189,6 +189,8 @@ def build_sections(runs: pd.DataFrame, frame: pd.DataFrame, metrics: Mapping[str
         encoders_in_order = list(dict.fromkeys(trained["encoder"]))  # the frame's order: the config's
         pairs = sorted(set(zip(trained["encoder"], trained["batch_size"])), key=lambda pair: (encoders_in_order.index(pair[0]), pair[1]))
         settings = [Setting(dataset, encoder, int(batch)) for encoder, batch in pairs]
+        if not settings:  # only the label prior: no encoder ran on this dataset (it is in the CSV)
+            continue
         ran = list(dict.fromkeys(rows["method"]))
         losses = [m for m in ran if m not in REFERENCE_METHODS]
         references = [m for m in REFERENCE_METHODS if m in ran]
