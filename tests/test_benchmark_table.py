@@ -139,6 +139,8 @@ def test_a_method_dataset_and_encoder_no_list_names_appear_by_their_names_everyw
     # No family known: micro-F1 by default; the family the config gives picks mAP for images.
     assert built.sections[0].metric == "micro_f1" and "My CSV data: Micro-F1" in built.caption
     assert benchmark.build_benchmark(runs_of(rows), families={"my_csv": "image"}).sections[0].metric == "map"
+    with pytest.raises(InputError, match="unknown family 'imag'"):
+        benchmark.parse_families(["my_csv=imag"])
     chosen = benchmark.build_benchmark(runs_of(rows), metric="map")
     assert chosen.sections[0].metric == "map"
     with pytest.raises(InputError, match="'p_at_5'") as error:

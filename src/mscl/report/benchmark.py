@@ -49,7 +49,7 @@ import pandas as pd
 from mscl import cli
 from mscl.errors import InputError
 from mscl.io import write_text
-from mscl.metrics import DATASET_FAMILIES
+from mscl.metrics import DATASET_FAMILIES, FAMILY_MACRO_F1
 from mscl.report import html
 from mscl.report.collect import load_runs, method_sort_key, parse_pairs, with_later_columns
 from mscl.report.names import DATASET_NAMES
@@ -368,10 +368,19 @@ def build_benchmark(runs: pd.DataFrame, split: str = "test", metric: str | None 
     return Benchmark(frame, sections, caption, notes)
 
 
+def parse_families(values: Sequence[str]) -> dict[str, str]:
+    """--families DATASET=FAMILY arguments -> dict, each FAMILY one of mscl.metrics' families."""
+    families = parse_pairs(values, "--families", "my_csv=text")
+    for dataset, family in families.items():
+        if family not in FAMILY_MACRO_F1:
+            raise InputError(None, f"--families {dataset}={family}: unknown family {family!r}", f"use one of {list(FAMILY_MACRO_F1)}", field="--families")
+    return families
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """CLI entry point (see the module docstring)."""
     args = cli.parse_args("benchmark", argv)
-    families = parse_pairs(args.families, "--families", "my_csv=text")
+    families = parse_families(args.families)
     runs = load_runs(args.runs)
     benchmark = build_benchmark(runs, args.split, args.metric, families)
     rendered = {".csv": benchmark.csv(), ".md": benchmark.markdown(), ".html": benchmark.html()}
