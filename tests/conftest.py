@@ -73,6 +73,7 @@ def tidy_runs(rows: list[tuple], paper: bool = True):
 
     from mscl.report.collect import RUN_COLUMNS
     from mscl.report.names import DATASET_NAMES, PAPER_ENCODER_NAMES
+    from mscl.report.style import method_name
 
     records = []
     for row in rows:
@@ -83,6 +84,7 @@ def tidy_runs(rows: list[tuple], paper: bool = True):
             {"dataset": dataset, "encoder": f"{role}_enc", "encoder_role": role, "loss": loss, "batch_size": batch,
              "seed": seed, "split": split, "metric": metric, "value": value,
              "dataset_display": DATASET_NAMES.get(dataset, dataset) + ("" if paper else "-demo"),
-             "encoder_display": model if paper else f"{role}_enc (for {model})", "paper_dataset": paper, "paper_encoder": paper}
+             "encoder_display": model if paper else f"{role}_enc (for {model})", "paper_dataset": paper, "paper_encoder": paper,
+             "method_display": method_name(loss), "encoder_order": 0}
         )
     return pd.DataFrame(records, columns=list(RUN_COLUMNS))

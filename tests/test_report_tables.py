@@ -16,7 +16,7 @@ import pytest
 from mscl import layout, metrics
 from mscl.errors import InputError
 from mscl.report import collect, cost, tables
-from mscl.report.collect import RUN_COLUMNS, collect_runs, load_runs, read_test_scores
+from mscl.report.collect import RUN_COLUMNS, collect_runs, load_runs, read_test_scores, summarise_seeds
 
 from conftest import tidy_runs
 
@@ -422,11 +422,13 @@ def test_default_batch_size_is_the_one_most_runs_share_and_can_be_overridden():
     assert chosen.loc[("all", "micro_f1"), "status"] == "not_run"
 
 
-def test_two_encoders_for_one_role_is_an_error():
+def test_a_summary_over_two_encoders_of_one_role_is_refused_and_the_table_shows_the_first():
     runs = tidy_runs([("coco", "resnet", "all", "micro_f1", 0.5), ("coco", "resnet", "all", "micro_f1", 0.6, 1)])
-    runs.loc[1, "encoder"] = "other"
+    runs.loc[1, ["encoder", "encoder_order"]] = ["other", 1]
     with pytest.raises(InputError, match="map to role 'resnet'"):
-        tables.build_table("image", runs)
+        summarise_seeds(runs)
+    cells = tables.build_table("image", runs).records.set_index(["dataset", "method", "metric"])
+    assert cells.loc[("coco", "all", "micro_f1"), "mean"] == pytest.approx(50.0)  # resnet_enc, listed first
 
 
 def test_html_table_merges_group_headers_and_carries_caption_and_notes():

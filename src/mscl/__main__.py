@@ -46,6 +46,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "collect": ("mscl.report.collect", "gather every run's metrics into one tidy CSV"),
     "table": ("mscl.report.tables", "one paper table (tex/csv/md/html) from the tidy results"),
     "figure": ("mscl.report.figures", "one paper figure (pdf/png/html) from the tidy results"),
+    "benchmark": ("mscl.report.benchmark", "the benchmark table (csv/md/html) and figure of every dataset x encoder x method x batch size that ran"),
     "check-complete": ("mscl.report.complete", "every paper table cell and figure item has a result (after a full-grid run)"),
     "claim-export": ("mscl.report.claim_data", "claim check: the runs' data files (runs.csv, batch_size.csv, buckets.csv, convergence.csv, tuning.csv)"),
     "readme-results": ("mscl.report.readme", "write (or --check) the README's demo results block from a run's all_runs.csv"),

@@ -396,10 +396,17 @@ def _chance(parser: argparse.ArgumentParser) -> None:
 @command("collect", description="gather every run's metrics into one tidy CSV")
 def _collect(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--metrics", nargs="+", required=True, metavar="FILE", help="metrics.json of probe (or chance) runs; the run axes come from the spec recorded in each")
-    parser.add_argument("--roles", nargs="+", required=True, metavar="ENCODER=ROLE", help=f"paper column of each encoder: {', '.join(REPORT_ROLES)} (chance=reference)")
+    parser.add_argument(
+        "--roles",
+        nargs="+",
+        required=True,
+        metavar="ENCODER=ROLE",
+        help=f"paper column of each encoder: {', '.join(REPORT_ROLES)} (chance=reference), in the config's encoder order: where encoders share a role on a dataset, the paper's tables show the paper's model, else the first listed",
+    )
     parser.add_argument("--train-counts", nargs="*", default=[], metavar="DATASET=STATS_JSON", help="stats.json of datasets that get head/tail bucket metrics")
     parser.add_argument("--dataset-names", nargs="*", default=[], metavar="DATASET=NAME", help="how tables and figures call each dataset (default: its key)")
     parser.add_argument("--encoder-names", nargs="*", default=[], metavar="ENCODER=NAME", help="how tables and figures call each encoder (default: its key)")
+    parser.add_argument("--method-names", nargs="*", default=[], metavar="LOSS=NAME", help="how tables and figures call each loss (default: the paper's name of a built-in loss, else its key)")
     parser.add_argument("--paper-datasets", nargs="*", default=[], metavar="DATASET", help="datasets that are the paper's own, on the real data (mscl.report.names)")
     parser.add_argument("--paper-encoders", nargs="*", default=[], metavar="ENCODER", help="encoders that are the paper's own models (mscl.report.names)")
     parser.add_argument("--out", required=True, type=Path, help="tidy CSV to write, e.g. results/metrics/all_runs.csv")
@@ -423,6 +430,16 @@ def _figure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("name", choices=FIGURE_NAMES)
     add_results_arguments(parser, "figure", "relations")
     parser.add_argument("--split", choices=("test", "val"), help="split to plot (default: test; batch_size uses val as the paper)")
+
+
+@command("benchmark", doc_of="mscl.report.benchmark")
+def _benchmark(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--runs", required=True, type=Path, help="tidy CSV from `python -m mscl collect`, e.g. results/metrics/all_runs.csv")
+    parser.add_argument("--out-prefix", required=True, type=Path, help="table path without suffix: writes .csv, .md and .html, e.g. results/tables/benchmark")
+    parser.add_argument("--figure-prefix", type=Path, help="figure path without suffix: writes .pdf, .png and .html, e.g. results/figures/benchmark (default: no figure)")
+    parser.add_argument("--metric", help="the metric the tables and the figure show for every dataset that has it (default: per dataset family, mAP for images, micro_f1 otherwise); the CSV has every metric")
+    parser.add_argument("--split", choices=("test", "val"), default="test", help="split to report (default: test)")
+    parser.add_argument("--families", nargs="*", default=[], metavar="DATASET=FAMILY", help="family (image, text, tabular, mimic) of datasets mscl.metrics does not know, for their default metric")
 
 
 @command("check-complete", doc_of="mscl.report.complete")

@@ -1,8 +1,8 @@
 """Gather every probe's results into one tidy CSV, and read that CSV back for tables and figures.
 
 `python -m mscl collect --metrics FILE... --roles ENCODER=ROLE... [--train-counts DATASET=STATS_JSON...]
-[--dataset-names DATASET=NAME...] [--encoder-names ENCODER=NAME...] [--paper-datasets DATASET...]
-[--paper-encoders ENCODER...] --out results/metrics/all_runs.csv`
+[--dataset-names DATASET=NAME...] [--encoder-names ENCODER=NAME...] [--method-names LOSS=NAME...]
+[--paper-datasets DATASET...] [--paper-encoders ENCODER...] --out results/metrics/all_runs.csv`
 
 Each FILE is a probe's metrics.json; the run's axes are read from the run spec recorded in it
 (`spec`: dataset, encoder_name, loss, batch_size, seed), never from its path, which only locates
@@ -14,7 +14,12 @@ the probe writes as null, kept and written as an empty field), then what ran, by
 --encoder-names; the key itself when not given) and paper_dataset / paper_encoder (true for the
 datasets and encoders listed in --paper-datasets / --paper-encoders: the paper's data and models,
 the only results tables compare with the paper's numbers). The workflow passes all four from the
-config. For every dataset given in
+config. `method_display` is how tables and figures call the run's loss: its --method-names entry,
+else `mscl.report.style.method_name` (the paper's name of a built-in loss, else the key).
+`encoder_order` is the encoder's place in --roles (0 first; the workflow lists the config's
+encoders in order): where several encoders share a role on one dataset, the paper's tables and
+figures show one of them (`shown_encoders`) and name the others under them; the benchmark table
+(`mscl.report.benchmark`) shows every one. For every dataset given in
 `--train-counts`, the test split also gets `bucket_head_macro_f1` / `bucket_tail_macro_f1`
 (`mscl.metrics.bucket_macro_f1`, head share 0.6 of the training label instances, in the
 dataset's macro-F1 definition) and the bucket sizes `bucket_head_labels` / `bucket_tail_labels`,
@@ -54,12 +59,15 @@ from mscl.errors import InputError
 from mscl.io import atomic_path, read_json
 from mscl.metrics import DEFAULT_THRESHOLD, MACRO_F1_CAML, MACRO_F1_DEFINITIONS, bucket_macro_f1, macro_f1_definition, macro_f1_key, macro_f1_variants
 from mscl.report.names import Named, WhatRan
-from mscl.report.style import CHANCE, ENCODER_ROLES, REFERENCE_ROLE, REPORT_ROLES
+from mscl.report.style import CHANCE, ENCODER_ROLES, METHOD_DISPLAY_NAMES, REFERENCE_ROLE, REPORT_ROLES, method_name
 
 # The run's axes and value, then what ran by name (the same for every row of a run).
 AXIS_COLUMNS = ("dataset", "encoder", "encoder_role", "loss", "batch_size", "seed", "split", "metric", "value")
-NAME_COLUMNS = ("dataset_display", "encoder_display", "paper_dataset", "paper_encoder")
+NAME_COLUMNS = ("dataset_display", "encoder_display", "paper_dataset", "paper_encoder", "method_display", "encoder_order")
 RUN_COLUMNS = (*AXIS_COLUMNS, *NAME_COLUMNS)
+# Columns added after the first all_runs.csv files were written: `load_runs` fills them in an
+# older file (`with_later_columns`) instead of refusing it.
+LATER_COLUMNS = ("method_display", "encoder_order")
 # How the label prior (encoder "chance", role `reference`) is named in tables and figures.
 CHANCE_ENCODER_DISPLAY = "label prior (no encoder)"
 # metrics.json section -> split name in the tidy CSV.
@@ -221,22 +229,25 @@ def family_macro_f1(values: dict[str, float], definition: str, split: str, metri
 
 @dataclass(frozen=True)
 class RunNames:
-    """What `collect` records about the names of what ran: display names per dataset and encoder
-    key (the key itself when absent) and the keys that are the paper's own data and models."""
+    """What `collect` records about the names of what ran: display names per dataset, encoder and
+    loss key (datasets and encoders: the key itself when absent; losses: `style.method_name`)
+    and the keys that are the paper's own data and models."""
 
     datasets: Mapping[str, str] = field(default_factory=dict)
     encoders: Mapping[str, str] = field(default_factory=dict)
     paper_datasets: frozenset[str] = frozenset()
     paper_encoders: frozenset[str] = frozenset()
+    methods: Mapping[str, str] = field(default_factory=dict)
 
-    def columns(self, dataset: str, encoder: str) -> dict[str, Any]:
-        """The NAME_COLUMNS values of a run of `dataset` with `encoder`."""
+    def columns(self, dataset: str, encoder: str, loss: str) -> dict[str, Any]:
+        """The NAME_COLUMNS values but encoder_order of a run of `dataset` with `encoder` and `loss`."""
         encoder_display = CHANCE_ENCODER_DISPLAY if encoder == CHANCE else self.encoders.get(encoder, encoder)
         return {
             "dataset_display": self.datasets.get(dataset, dataset),
             "encoder_display": encoder_display,
             "paper_dataset": dataset in self.paper_datasets,
             "paper_encoder": encoder in self.paper_encoders and encoder != CHANCE,
+            "method_display": self.methods.get(loss, method_name(loss)),
         }
 
 
@@ -254,7 +265,12 @@ def run_rows(
             field="--roles",
         )
     definition = macro_f1_definition(axes["dataset"], metrics_path)
-    base = {**axes, "encoder_role": roles[axes["encoder"]], **(names or RunNames()).columns(axes["dataset"], axes["encoder"])}
+    base = {
+        **axes,
+        "encoder_role": roles[axes["encoder"]],
+        **(names or RunNames()).columns(axes["dataset"], axes["encoder"], axes["loss"]),
+        "encoder_order": list(roles).index(axes["encoder"]),
+    }
     rows = []
     for section, split in SPLIT_SECTIONS.items():
         values = family_macro_f1(numeric_metrics(document.get(section) or {}), definition, split, metrics_path)
@@ -291,13 +307,14 @@ def write_runs(frame: pd.DataFrame, out: str | Path) -> None:
 
 
 def load_runs(path: str | Path) -> pd.DataFrame:
-    """Read a tidy CSV written by `collect`; InputError naming the file if it is missing or malformed."""
+    """Read a tidy CSV written by `collect`; InputError naming the file if it is missing or malformed.
+    A file written before LATER_COLUMNS existed gets them filled (`with_later_columns`)."""
     path = Path(path)
     if not path.exists():
         raise InputError(path, "results file not found", "run `python -m mscl collect` first", field="--runs")
-    text = {c: str for c in ("dataset", "encoder", "encoder_role", "loss", "split", "metric", "dataset_display", "encoder_display")}
+    text = {c: str for c in ("dataset", "encoder", "encoder_role", "loss", "split", "metric", "dataset_display", "encoder_display", "method_display")}
     frame = pd.read_csv(path, dtype=text, keep_default_na=False, na_values={"value": ["", "NaN", "nan"]})
-    missing = [c for c in RUN_COLUMNS if c not in frame.columns]
+    missing = [c for c in RUN_COLUMNS if c not in frame.columns and c not in LATER_COLUMNS]
     if missing:
         raise InputError(path, f"column {missing[0]!r} is missing", "regenerate it with `python -m mscl collect`", field=missing[0])
     for column in ("paper_dataset", "paper_encoder"):
@@ -306,19 +323,81 @@ def load_runs(path: str | Path) -> pd.DataFrame:
             if not values.isin(["true", "false"]).all():
                 raise InputError(path, f"column {column!r} holds {sorted(set(values) - {'true', 'false'})[:3]}, not True/False", "regenerate it with `python -m mscl collect`", field=column)
             frame[column] = values == "true"
-    return frame[list(RUN_COLUMNS)]
+    if "encoder_order" in frame.columns and not pd.api.types.is_integer_dtype(frame["encoder_order"]):
+        bad = frame.loc[pd.to_numeric(frame["encoder_order"], errors="coerce").isna(), "encoder_order"]
+        raise InputError(path, f"column 'encoder_order' holds {bad.astype(str).unique()[:3].tolist()}, not whole numbers", "regenerate it with `python -m mscl collect`", field="encoder_order")
+    return with_later_columns(frame)[list(RUN_COLUMNS)]
+
+
+def with_later_columns(runs: pd.DataFrame) -> pd.DataFrame:
+    """`runs` (RUN_COLUMNS) with LATER_COLUMNS filled where absent or empty: method_display with
+    `style.method_name` of the loss, encoder_order with the encoder's place among the encoder
+    keys in alphabetical order (an older file does not record the --roles order)."""
+    runs = runs.assign(**{column: math.nan for column in LATER_COLUMNS if column not in runs.columns})
+    display = runs["method_display"]
+    missing_display = display.isna() | (display.astype(str) == "")
+    order = pd.to_numeric(runs["encoder_order"], errors="coerce")
+    if missing_display.any():
+        display = display.astype(object).where(~missing_display, runs["loss"].map(method_name)).astype(str)
+    if order.isna().any():
+        alphabetical = {encoder: place for place, encoder in enumerate(sorted(runs["encoder"].unique()))}
+        order = order.fillna(runs["encoder"].map(alphabetical))
+    return runs.assign(method_display=display, encoder_order=order.astype(int))
+
+
+def shown_encoders(runs: pd.DataFrame) -> dict[tuple[str, str], str]:
+    """(dataset, encoder_role) -> the encoder the paper's tables and figures show there: of the
+    encoders that ran under that role on that dataset, the paper's own model if one is, else the
+    first in encoder_order (the --roles order, which follows the config's), then by key."""
+    encoders = runs[["dataset", "encoder_role", "encoder", "paper_encoder", "encoder_order"]].drop_duplicates(["dataset", "encoder_role", "encoder"])
+    ranked = encoders.sort_values(["paper_encoder", "encoder_order", "encoder"], ascending=[False, True, True], kind="stable")
+    first = ranked.drop_duplicates(["dataset", "encoder_role"])
+    return {(d, r): e for d, r, e in zip(first["dataset"], first["encoder_role"], first["encoder"])}
+
+
+def paper_runs(runs: pd.DataFrame) -> pd.DataFrame:
+    """The runs of the encoders the paper's tables and figures show (`shown_encoders`): one per
+    (dataset, encoder_role), so every table cell and plotted item is one encoder's."""
+    if runs.empty:
+        return runs
+    shown = shown_encoders(runs)
+    keep = [shown[(d, r)] == e for d, r, e in zip(runs["dataset"], runs["encoder_role"], runs["encoder"])]
+    return runs[np.asarray(keep, dtype=bool)]
+
+
+def method_sort_key(loss: str) -> tuple[int, str]:
+    """Report order of loss keys: the paper's and the claim check's methods in their order, then
+    any other (a plugin's) by key."""
+    order = list(METHOD_DISPLAY_NAMES)
+    return (order.index(loss), "") if loss in order else (len(order), loss)
 
 
 def what_ran(runs: pd.DataFrame) -> WhatRan:
-    """The names and paper status recorded in the tidy runs (mscl.report.names.WhatRan)."""
-    result = WhatRan()
-    columns = ["dataset", "encoder_role", "encoder", *NAME_COLUMNS]
+    """The names and paper status recorded in the tidy runs (mscl.report.names.WhatRan): the
+    encoder shown per (dataset, role), the others that ran there, and the losses by name."""
+    runs = with_later_columns(runs)
+    shown = shown_encoders(runs) if len(runs) else {}
+    result = WhatRan(methods=dict(METHOD_DISPLAY_NAMES))
+    columns = ["dataset", "encoder_role", "encoder", "dataset_display", "encoder_display", "paper_dataset", "paper_encoder", "encoder_order"]
+    others: dict[tuple[str, str], list[tuple[int, str, Named]]] = {}
     for row in runs[columns].drop_duplicates().itertuples(index=False):
         result.datasets.setdefault(row.dataset, Named(row.dataset_display, bool(row.paper_dataset)))
-        named = result.encoders.setdefault((row.dataset, row.encoder_role), [])
-        encoder = Named(row.encoder_display, bool(row.paper_encoder))
-        if encoder not in named:
-            named.append(encoder)
+        pair, encoder = (row.dataset, row.encoder_role), Named(row.encoder_display, bool(row.paper_encoder))
+        if shown[pair] == row.encoder:
+            named = result.encoders.setdefault(pair, [])
+            if encoder not in named:
+                named.append(encoder)
+        else:
+            others.setdefault(pair, []).append((row.encoder_order, row.encoder, encoder))
+    for pair, encoders in others.items():
+        result.also_ran[pair] = list(dict.fromkeys(named for _, _, named in sorted(encoders, key=lambda item: item[:2])))
+    for row in runs[["dataset", "encoder_role", "loss", "method_display"]].drop_duplicates().itertuples(index=False):
+        result.methods[row.loss] = row.method_display
+        losses = result.losses.setdefault((row.dataset, row.encoder_role), [])
+        if row.loss not in losses:
+            losses.append(row.loss)
+    for losses in result.losses.values():
+        losses.sort(key=method_sort_key)
     return result
 
 
@@ -359,7 +438,8 @@ def summarise_seeds(runs: pd.DataFrame) -> pd.DataFrame:
 
     Keys: dataset, encoder_role, loss, batch_size, split, metric. NaN values are left out of the
     mean (`seeds` counts the finite ones); a cell whose values are all NaN has mean NaN and
-    seeds 0. Two encoders mapped to the same role in one cell is an error.
+    seeds 0. Two encoders of the same role in one cell is an error: pass `paper_runs(runs)`,
+    which keeps one encoder per role and dataset.
     """
     if runs.empty:
         return pd.DataFrame(columns=[*SUMMARY_KEYS, "mean", "std", "seeds"])
@@ -367,7 +447,7 @@ def summarise_seeds(runs: pd.DataFrame) -> pd.DataFrame:
     if (encoders > 1).any():
         dataset, role = encoders[encoders > 1].index[0][:2]
         names = sorted(runs.loc[(runs["dataset"] == dataset) & (runs["encoder_role"] == role), "encoder"].unique())
-        raise InputError(None, f"encoders {names} all map to role {role!r} on {dataset!r}", "map one encoder per role in --roles", field="encoder_role")
+        raise InputError(None, f"encoders {names} all map to role {role!r} on {dataset!r}", "summarise `paper_runs(runs)`, which keeps the encoder the paper's tables show", field="encoder_role")
     grouped = runs.groupby(SUMMARY_KEYS)["value"]
     summary = grouped.agg(mean="mean", std="std", seeds="count").reset_index()
     summary["seeds"] = summary["seeds"].astype(int)
@@ -439,6 +519,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         encoders=parse_pairs(args.encoder_names, "--encoder-names", "resnet8='ResNet-8 (for ResNet-50)'"),
         paper_datasets=frozenset(args.paper_datasets),
         paper_encoders=frozenset(args.paper_encoders),
+        methods=parse_pairs(args.method_names, "--method-names", "my_loss='My loss'"),
     )
     frame = collect_runs(args.metrics, roles, counts, names)
     write_runs(frame, args.out)

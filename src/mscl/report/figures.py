@@ -16,7 +16,9 @@ What is drawn: only what ran. A dataset, encoder, panel or method without any re
 out (the caption says so); a figure with nothing to draw is one line saying that its content is
 outside this configuration's grid. Legends name only what is drawn. Titles and tick labels call
 datasets and encoders by the names all_runs.csv records (`mscl.report.names`): a stand-in is
-called what it is.
+called what it is. Where several encoders ran under one role on a dataset, a figure draws the one
+`collect.shown_encoders` picks (the paper's model, else the config's first) and its notes name
+the others: "also ran: <encoder> (see benchmark)".
 
 Spread: a mean over several seeds is drawn with its sample std as the error bar (the
 improvement figure: the 95% t confidence interval of the paired per-seed difference, where
@@ -50,7 +52,7 @@ from mscl.errors import InputError
 from mscl.io import atomic_path, write_text
 from mscl.metrics import macro_f1_definition
 from mscl.report import html
-from mscl.report.collect import CellKey, CellStat, cell_index, load_runs, select_batch_size, summarise_seeds, what_ran
+from mscl.report.collect import CellKey, CellStat, cell_index, load_runs, paper_runs, select_batch_size, summarise_seeds, what_ran, with_later_columns
 from mscl.report.names import PAPER_ENCODER_NAMES, WhatRan
 from mscl.report.style import (
     CHANCE,
@@ -70,7 +72,6 @@ from mscl.report.style import (
     REFERENCE_ROLE,
     apply_style,
     method_colour,
-    method_name,
     metric_colour,
     metric_name,
     mimic_dataset,
@@ -244,14 +245,14 @@ def zoom_label(label: str, low: float) -> str:
     return f"{label}\nzoomed: axis from {low:.0f}" if low > 0 else label
 
 
-def method_legend_handles(methods: Sequence[str], seeds: dict[str, str] | None = None) -> list[Patch]:
+def method_legend_handles(what: WhatRan, methods: Sequence[str], seeds: dict[str, str] | None = None) -> list[Patch]:
     """Legend patches of `methods`, each label followed by its n when `seeds` gives one."""
-    return [Patch(facecolor=method_colour(m), label=f"{method_name(m)} ({seeds[m]})" if seeds and m in seeds else method_name(m)) for m in methods]
+    return [Patch(facecolor=method_colour(m), label=f"{what.method(m)} ({seeds[m]})" if seeds and m in seeds else what.method(m)) for m in methods]
 
 
-def chance_handle() -> Line2D:
+def chance_handle(what: WhatRan) -> Line2D:
     """The legend entry of the dashed label-prior line."""
-    return Line2D([], [], color=method_colour(CHANCE), linestyle="--", linewidth=0.8, label=method_name(CHANCE))
+    return Line2D([], [], color=method_colour(CHANCE), linestyle="--", linewidth=0.8, label=what.method(CHANCE))
 
 
 def method_cells(index: dict[CellKey, CellStat], dataset: str, role: str, methods: Sequence[str], metrics: Sequence[str]) -> pd.DataFrame:
@@ -409,7 +410,7 @@ def text_encoders_figure(runs: pd.DataFrame, batch_size: int | None = None, spli
     drawn = present(data)
     roles = [r for r in ("roberta", "llama") if (drawn["encoder_role"] == r).any()]
     methods = [m for m in CORE_METHODS if (drawn["method"] == m).any()]
-    not_run = [f"{what.encoder(r.encoder_role, ['aapd'])} {method_name(r.method)} {metric_name(r.metric)}" for r in data.itertuples() if r.status != "ok"]
+    not_run = [f"{what.encoder(r.encoder_role, ['aapd'])} {what.method(r.method)} {metric_name(r.metric)}" for r in data.itertuples() if r.status != "ok"]
     caption = [
         f"Test micro- and macro-F1 (%) on {what.dataset('aapd')} of a linear probe on each text encoder after each contrastive loss, as the paper's Figure text; bars start at 0 and carry their values.",
         spread_sentence(data),
@@ -427,7 +428,7 @@ def text_encoders_figure(runs: pd.DataFrame, batch_size: int | None = None, spli
         ax.set_title(wrapped(f"{what.dataset('aapd')} {metric_name(metric)}", 34))
         ax.set_ylabel(f"{metric_name(metric)} (%)")
         ax.set_ylim(0, min(100.0, max(10.0, float(present(panel)["mean"].max()) * 1.08)) if len(present(panel)) else 100.0)
-    figure.legend(handles=method_legend_handles(methods), loc="outside lower center", ncols=len(methods))
+    figure.legend(handles=method_legend_handles(what, methods), loc="outside lower center", ncols=len(methods))
     return figure, describe(data, title, caption, not_run=not_run)
 
 
@@ -508,7 +509,7 @@ def mimic_dotplot_figure(runs: pd.DataFrame, batch_size: int | None = None, spli
         ax.set_title(wrapped(f"{what.dataset(dataset)} ({seeds_text(present(panel)['seeds'])})", 50))
         ax.set_xlabel(zoom_label("Score (%)", low))
     encoder_handles = [Line2D([], [], linestyle="", marker=ENCODER_MARKERS[role], color="#444444", label=wrapped(what.encoder(role, settings), 30)) for role in roles]
-    handles = method_legend_handles(methods) + encoder_handles
+    handles = method_legend_handles(what, methods) + encoder_handles
     figure.legend(handles=handles, loc="outside lower center", ncols=min(len(handles), 4))
     return figure, describe(data, title, caption, not_run=not_run)
 
@@ -624,10 +625,10 @@ def frequency_buckets_figure(runs: pd.DataFrame, batch_size: int | None = None, 
         spread_sentence(data[data["method"] != CHANCE]),
         "Dashed: the label prior (Chance)." if chance else "",
         ran_clause(what, "resnet", ["coco"] if methods else []),
-        left_out_sentence([method_name(m) for m in CORE_METHODS if m not in methods]) if methods else "",
+        left_out_sentence([what.method(m) for m in CORE_METHODS if m not in methods]) if methods else "",
     ]
     title = f"Head and tail classes of {dataset} (paper Figure frequency-bucket)"
-    not_run = [f"{method_name(r.method)} {r.bucket}" for r in data.itertuples() if r.status != "ok"]
+    not_run = [f"{what.method(r.method)} {r.bucket}" for r in data.itertuples() if r.status != "ok"]
     if not methods:
         return empty_figure(COLUMN_WIDTH_IN, "The losses' head/tail buckets on MS-COCO"), describe(data, title, caption, not_run=not_run)
     figure, axes = new_figure(COLUMN_WIDTH_IN, 3.0)
@@ -643,7 +644,7 @@ def frequency_buckets_figure(runs: pd.DataFrame, batch_size: int | None = None, 
     ax.set_title(f"{wrapped(f'{dataset}; {encoder}', 52)}\n{buckets}", fontsize=7.5)
     ax.set_ylim(0, min(100.0, max(10.0, float(present(data)["mean"].max()) * 1.12)))
     seeds = {m: seeds_text(drawn.loc[drawn["method"] == m, "seeds"]) for m in methods}
-    handles = method_legend_handles(methods, seeds) + ([chance_handle()] if chance else [])
+    handles = method_legend_handles(what, methods, seeds) + ([chance_handle(what)] if chance else [])
     figure.legend(handles=handles, loc="outside lower center", ncols=2 if len(handles) > 2 else len(handles))
     return figure, describe(data, title, caption, not_run=not_run)
 
@@ -676,7 +677,7 @@ def batch_size_figure(runs: pd.DataFrame, batch_size: int | None = None, split: 
     methods = [m for m in CORE_METHODS if (drawn["method"] == m).any()]
     mixed = drawn["seeds"].nunique() > 1
     dataset = what.dataset("coco")
-    points = "; ".join(f"{method_name(m)}: " + ", ".join(f"bs{int(r.batch_size)} n = {int(r.seeds)}" for r in drawn[(drawn["method"] == m) & (drawn["metric"] == metrics[0])].itertuples()) for m in methods) if metrics else ""
+    points = "; ".join(f"{what.method(m)}: " + ", ".join(f"bs{int(r.batch_size)} n = {int(r.seeds)}" for r in drawn[(drawn["method"] == m) & (drawn["metric"] == metrics[0])].itertuples()) for m in methods) if metrics else ""
     caption = [
         f"Validation micro-F1, macro-F1 and mAP (%) on {dataset} against the pretraining batch size, one line per loss, as the paper's Figure batch (which uses the validation set).",
         spread_sentence(data[data["method"] != CHANCE]),
@@ -686,7 +687,7 @@ def batch_size_figure(runs: pd.DataFrame, batch_size: int | None = None, split: 
         "A panel's y axis that does not start at 0 says so.",
     ]
     title = f"Batch size on {dataset} (paper Figure batch)"
-    not_run = [f"{method_name(r.method)} bs{r.batch_size} {metric_name(r.metric)}" for r in data.itertuples() if r.status != "ok"]
+    not_run = [f"{what.method(r.method)} bs{r.batch_size} {metric_name(r.metric)}" for r in data.itertuples() if r.status != "ok"]
     if not metrics:
         return empty_figure(FULL_WIDTH_IN, "The batch-size sweep on MS-COCO"), describe(data, title, caption, not_run=not_run)
     figure, axes = new_figure(FULL_WIDTH_IN, 2.7, ncols=len(metrics))
@@ -710,7 +711,7 @@ def batch_size_figure(runs: pd.DataFrame, batch_size: int | None = None, split: 
         ax.set_ylim(low, high)
         ax.set_ylabel(zoom_label(f"{metric_name(metric)} (%)", low))
         ax.set_title(metric_name(metric))
-    handles = method_legend_handles(methods) + ([chance_handle()] if chance else [])
+    handles = method_legend_handles(what, methods) + ([chance_handle(what)] if chance else [])
     if mixed:
         handles.append(Line2D([], [], linestyle="", marker="o", markerfacecolor="white", color="#444444", label="hollow: one seed (n = 1)"))
     figure.legend(handles=handles, loc="outside lower center", ncols=len(handles))
@@ -807,9 +808,14 @@ def build_figure(name: str, runs: pd.DataFrame | None, batch_size: int | None = 
     """Figure `name` and its plotted data; `split` None keeps the figure's own default."""
     function = FIGURES[name]
     options = {"batch_size": batch_size} | ({"split": split} if split else {})
-    if name != "relations" and runs is None:
+    if name == "relations":
+        return function(runs, **options)
+    if runs is None:
         raise InputError(None, f"figure {name!r} needs the run results", "pass --runs results/metrics/all_runs.csv", field="--runs")
-    return function(runs, **options)
+    runs = with_later_columns(runs)
+    figure, data = function(paper_runs(runs), **options)
+    data.attrs["notes"] = [*data.attrs.get("notes", []), *what_ran(runs).also_ran_notes(name)]
+    return figure, data
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -15,6 +15,7 @@ from typing import Sequence
 STYLE = """
 body { font-family: "DejaVu Sans", "Helvetica Neue", Arial, sans-serif; color: #111; background: #fff; margin: 16px 20px; }
 h1 { font-size: 17px; margin: 0 0 6px 0; }
+h2 { font-size: 14px; margin: 16px 0 5px 0; }
 p.caption { font-size: 14px; line-height: 1.45; max-width: 62em; margin: 0 0 12px 0; }
 table { border-collapse: collapse; font-size: 13px; border-top: 2px solid #222; border-bottom: 2px solid #222; }
 th, td { padding: 3px 7px; text-align: right; white-space: nowrap; }

@@ -146,15 +146,25 @@ class WhatRan:
     """The names and paper status that all_runs.csv records, per dataset and per (dataset, role).
 
     Built by `mscl.report.collect.what_ran` from the tidy runs; tables and figures ask it how to
-    call a dataset or the encoder behind a role, and whether a cell may be compared with the paper.
+    call a dataset, a loss or the encoder behind a role, and whether a cell may be compared with
+    the paper. `encoders` holds the encoder the paper's tables and figures show per (dataset,
+    role) (`mscl.report.collect.shown_encoders`), `also_ran` the others that ran there, and
+    `losses` every loss that ran there, under any of its encoders.
     """
 
     datasets: dict[str, Named] = field(default_factory=dict)
     encoders: dict[tuple[str, str], list[Named]] = field(default_factory=dict)
+    also_ran: dict[tuple[str, str], list[Named]] = field(default_factory=dict)
+    methods: dict[str, str] = field(default_factory=dict)
+    losses: dict[tuple[str, str], list[str]] = field(default_factory=dict)
 
     def dataset(self, key: str) -> str:
         """Display name of a dataset setting (the key itself if it did not run)."""
         return self.datasets[key].display if key in self.datasets else DATASET_NAMES.get(key, key)
+
+    def method(self, key: str) -> str:
+        """Display name of a loss key (the key itself if neither the runs nor the paper name it)."""
+        return self.methods.get(key, key)
 
     def encoder(self, role: str, datasets: Iterable[str] | None = None) -> str:
         """Display name(s) of the encoder(s) that ran under `role` (on `datasets`, default all),
@@ -175,6 +185,24 @@ class WhatRan:
     def stand_ins(self) -> list[tuple[str, str]]:
         """(dataset, role) pairs that ran on a stand-in dataset or encoder, in order of appearance."""
         return [(dataset, role) for (dataset, role) in self.encoders if role in PAPER_ENCODER_NAMES and not self.is_paper(dataset, role)]
+
+    def also_ran_notes(self, artifact: str, shown: Mapping[tuple[str, str], Iterable[str]] | None = None, references: Iterable[str] = ()) -> list[str]:
+        """The notes under a paper table or figure (ARTIFACT_SCOPE) naming what ran in its scope
+        but is not in it: "also ran: <names> (see benchmark)", one note for the losses and one
+        for the encoders. A loss counts when `shown` (dataset, role) -> losses is given and
+        lists none of its (dataset, role) pairs; `references` (the reference rows, shown by every
+        table that lists losses) never count."""
+        pairs = [pair for pair in dict.fromkeys([*self.losses, *self.also_ran]) if in_scope(artifact, *pair)]
+        notes = []
+        if shown is not None:
+            left = set(references)
+            methods = [loss for pair in pairs for loss in self.losses.get(pair, []) if loss not in left and loss not in set(shown.get(pair, ()))]
+            if methods:
+                notes.append(f"also ran: {', '.join(dict.fromkeys(self.method(m) for m in methods))} (see benchmark)")
+        encoders = [named.display for pair in pairs for named in self.also_ran.get(pair, [])]
+        if encoders:
+            notes.append(f"also ran: {', '.join(dict.fromkeys(encoders))} (see benchmark)")
+        return notes
 
 
 # Which datasets and encoder roles each table or figure shows (None: all), for the one-line
@@ -202,6 +230,12 @@ ARTIFACT_SCOPE: dict[str, tuple[tuple[str, ...] | None, tuple[str, ...] | None]]
 }
 
 
+def in_scope(artifact: str, dataset: str, role: str) -> bool:
+    """Whether a table or figure (ARTIFACT_SCOPE) shows results of `dataset` with an encoder of `role`."""
+    scope_datasets, scope_roles = ARTIFACT_SCOPE.get(artifact, ((), ()))
+    return (scope_datasets is None or dataset in scope_datasets) and (scope_roles is None or role in scope_roles)
+
+
 def collect_options(runs: Iterable[Sequence[Any]], datasets: Mapping[str, Named], encoders: Mapping[str, Named]) -> str:
     """`python -m mscl collect`'s --dataset-names, --encoder-names, --paper-datasets and
     --paper-encoders (shell-quoted) for the datasets and encoders of the grid's runs
@@ -220,10 +254,9 @@ def ran_line(artifact: str, runs: Iterable[Sequence[Any]], datasets: Mapping[str
     Empty for an artifact drawn from no run (the relations figure, the statistics table)."""
     if artifact not in ARTIFACT_SCOPE:
         return ""
-    scope_datasets, scope_roles = ARTIFACT_SCOPE[artifact]
     shown: dict[str, list[str]] = {}
     for dataset, encoder in sorted({(run[0], run[1]) for run in runs}):
-        if (scope_datasets is None or dataset in scope_datasets) and (scope_roles is None or roles[encoder] in scope_roles):
+        if in_scope(artifact, dataset, roles[encoder]):
             names = shown.setdefault(encoders[encoder].display, [])
             if datasets[dataset].display not in names:
                 names.append(datasets[dataset].display)

@@ -34,6 +34,15 @@ below a rule under the loss rows, Chance (label prior, `python -m mscl chance`),
 never bold and never count in the best of a column. Chance has no encoder: it is looked up under
 the role `reference` whatever the column's encoder; the MIMIC tables show it once, in a last block.
 
+What ran beyond the paper's grid: a table lists the paper's losses, datasets and encoder roles,
+never more, so its CSV (and `check-complete`) keeps judging the paper's cells only. A loss that ran
+on a (dataset, encoder role) the table shows but that no loss table (GRID_TABLES) lists there (a
+plugin's loss, say) is named in a note, "also ran: <display names> (see benchmark)"; so is an
+encoder that ran under a role the table shows beside the one it shows (per dataset and role the
+tables show the paper's own model, else the first encoder of the config, `collect.shown_encoders`).
+Every run is in the benchmark table (`python -m mscl benchmark`). Losses are called by the
+`method_display` all_runs.csv records (`collect --method-names`), else by the paper's name.
+
 Comparison with the paper: `paper_vs_run` and `sota` put this run's numbers beside the paper's
 only for cells of the paper's own data and models (`WhatRan.is_paper`). A run on stand-ins gets no
 delta and no place among the published rows: `paper_vs_run` then lists what stood in for what.
@@ -41,6 +50,7 @@ delta and no place among the published rows: `paper_vs_run` then lists what stoo
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from html import escape
@@ -55,7 +65,7 @@ from mscl.data.stats_table import latex_escape
 from mscl.errors import InputError
 from mscl.io import write_text
 from mscl.report import html, paper
-from mscl.report.collect import CellKey, CellStat, cell_index, load_runs, what_ran
+from mscl.report.collect import CellKey, CellStat, cell_index, load_runs, paper_runs, what_ran, with_later_columns
 from mscl.report.cost import cost_frame
 from mscl.report.names import DATASET_NAMES, PAPER_ENCODER_NAMES, WhatRan
 from mscl.report.style import (
@@ -71,7 +81,6 @@ from mscl.report.style import (
     REFERENCE_METHODS,
     REFERENCE_ROLE,
     macro_f1_note,
-    method_name,
     metric_name,
     mimic_dataset,
     precision_at_k_metric,
@@ -516,7 +525,7 @@ def grid_table(
     index: dict[CellKey, CellStat],
     what: WhatRan,
     lead: Sequence[Column],
-    lead_cells: Callable[[str], list[Label]],
+    lead_cells: Callable[[WhatRan, str], list[Label]],
     value_columns: Sequence[ValueColumn],
     blocks: Sequence[Block],
     bold_scope: str,
@@ -538,7 +547,7 @@ def grid_table(
         for spec in value_columns:
             role = role_of(spec, block, method)
             column_title = " ".join(level.text for level in spec.column.levels if level)
-            record = {"block": block.title or "", "row": method_name(method), "column": column_title, "dataset": spec.dataset, "encoder_role": role, "method": method, "metric": spec.metric, "source": "run"}
+            record = {"block": block.title or "", "row": what.method(method), "column": column_title, "dataset": spec.dataset, "encoder_role": role, "method": method, "metric": spec.metric, "source": "run"}
             cells.append(stat_cell(index.get((spec.dataset, role, method, spec.metric)), **record))
         return cells
 
@@ -564,17 +573,17 @@ def grid_table(
             if block.title and block.methods:
                 left_out_blocks.append(PAPER_ENCODER_NAMES.get(block.encoder_role or "", block.title))
             continue
-        left_out_rows += [method_name(method) for method, cells in rows if method not in {m for m, _ in kept_rows}]
+        left_out_rows += [what.method(method) for method, cells in rows if method not in {m for m, _ in kept_rows}]
         for column_cells in zip(*(cells for _, cells in kept_rows)):
             mark_best(column_cells)
         if body:
             body.append(Rule())
         if block.title:
             body.append(BlockTitle(block.title))
-        body += [[*lead_cells(method), *cells] for method, cells in kept_rows]
+        body += [[*lead_cells(what, method), *cells] for method, cells in kept_rows]
         if references and kept_rows:
             body.append(ReferenceRule())
-        body += [[*lead_cells(method), *cells] for method, cells in references]
+        body += [[*lead_cells(what, method), *cells] for method, cells in references]
         shown += [cell for _, cells in kept_rows + references for cell in cells]
         shown_references += [method for method, _ in references]
         pairs += [(cell.record["dataset"], cell.record["encoder_role"]) for _, cells in kept_rows + references for cell in cells if is_result(cell)]
@@ -618,8 +627,8 @@ def bold_label(text: str) -> Label:
 METHOD_COLUMN = Column((Label("Method"),), align="l")
 
 
-def method_label(method: str) -> list[Label]:
-    return [Label(method_name(method))]
+def method_label(what: WhatRan, method: str) -> list[Label]:
+    return [Label(what.method(method))]
 
 
 def image_table(index: dict[CellKey, CellStat], what: WhatRan) -> Table:
@@ -668,9 +677,9 @@ def mimic_columns(label_space: str, what: WhatRan) -> list[ValueColumn]:
     return columns
 
 
-def mimic_method_label(method: str) -> list[Label]:
+def mimic_method_label(what: WhatRan, method: str) -> list[Label]:
     """The MIMIC tables call Sim-Dissim 'Ours'."""
-    return [Label("Ours" if method == "simdissim" else method_name(method))]
+    return [Label("Ours" if method == "simdissim" else what.method(method))]
 
 
 def mimic_table(index: dict[CellKey, CellStat], what: WhatRan, label_space: str) -> Table:
@@ -701,9 +710,9 @@ def ablation_table(index: dict[CellKey, CellStat], what: WhatRan) -> Table:
     def mark(flag: bool) -> Label:
         return Label("✓", r"$\checkmark$") if flag else Label("✗", r"$\times$")
 
-    def lead_cells(method: str) -> list[Label]:
+    def lead_cells(what: WhatRan, method: str) -> list[Label]:
         # A reference row has no factors: its name takes the first factor column.
-        return [mark(f) for f in marks[method]] if method in marks else [Label(method_name(method)), Label("")]
+        return [mark(f) for f in marks[method]] if method in marks else [Label(what.method(method)), Label("")]
 
     methods = tuple(loss for loss, _, _ in ABLATION_ROWS)
     return grid_table(
@@ -890,7 +899,8 @@ def build_table(name: str, runs: pd.DataFrame | None, batch_size: int | None = N
         return cost_table(metrics)
     if runs is None:
         raise InputError(None, f"table {name!r} needs the run results", "pass --runs results/metrics/all_runs.csv", field="--runs")
-    index = cell_index(runs, "test", batch_size)
+    runs = with_later_columns(runs)
+    index = cell_index(paper_runs(runs), "test", batch_size)
     what = what_ran(runs)
     builders: dict[str, Callable[[dict[CellKey, CellStat], WhatRan], Table]] = {
         "image": image_table,
@@ -901,7 +911,27 @@ def build_table(name: str, runs: pd.DataFrame | None, batch_size: int | None = N
         "ablation": ablation_table,
         "paper_vs_run": paper_vs_run_table,
     }
-    return builders[name](index, what)
+    table = builders[name](index, what)
+    table.notes += what.also_ran_notes(name, paper_grid_losses() if name in GRID_TABLES else None, REFERENCE_METHODS)
+    return table
+
+
+# The tables that list losses as rows, each a grid of (dataset, encoder role, loss) cells.
+GRID_TABLES = ("image", "aapd", "mimic_full", "mimic_50", "ablation")
+
+
+@functools.cache
+def paper_grid_losses() -> dict[tuple[str, str], frozenset[str]]:
+    """(dataset, encoder role) -> the losses some table of GRID_TABLES lists there: a loss that ran
+    there and is not among them is named under the tables as "also ran". Read from the tables
+    themselves, built without results (their CSV frame keeps every loss cell of the grid)."""
+    empty, nothing = {}, WhatRan()
+    built = [image_table(empty, nothing), aapd_table(empty, nothing), mimic_table(empty, nothing, "full"), mimic_table(empty, nothing, "50"), ablation_table(empty, nothing)]
+    losses: dict[tuple[str, str], set[str]] = {}
+    for table in built:
+        for row in table.records.itertuples(index=False):
+            losses.setdefault((row.dataset, row.encoder_role), set()).add(row.method)
+    return {pair: frozenset(methods) for pair, methods in losses.items()}
 
 
 def write_table(table: Table, out_prefix: str | Path) -> None:
