@@ -53,6 +53,21 @@ def image_problem(path: Path, verify: bool) -> str | None:
     return None
 
 
+def require_image(root: Path, rel_path: str, verify: bool, listed_in: Path, where: str, field: str) -> None:
+    """Raise an InputError unless the image `rel_path` (relative to `root`; an absolute path is
+    taken as it is) exists and, with `verify`, opens: the error names `listed_in` (the file that
+    lists the image), `where` (its line or row there) and `field` (the column holding it)."""
+    problem = image_problem(root / rel_path, verify)
+    if problem is not None:
+        raise InputError(
+            listed_in,
+            f"{where}: image {rel_path!r} is {problem} (looked for {root / rel_path})",
+            f"correct the path (relative to {root}) or restore the image"
+            + ("; --no-verify-images skips opening the images" if verify and problem != "missing" else ""),
+            field=field,
+        )
+
+
 def screen_images(
     root: Path,
     rel_paths: Sequence[str],
