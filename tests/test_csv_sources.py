@@ -169,7 +169,7 @@ def test_image_csv_paths_relative_to_the_files_folder(tmp_path: Path) -> None:
 
 
 def text_rows(n: int = 6) -> list[list[str]]:
-    return [[f"d{i}", f"text {i} {SECRET}", "a;b" if i % 2 else "a", ["train", "val", "test"][i % 3]] for i in range(n)]
+    return [[f"d{i}", f"note {i}: {SECRET} seen today", "a;b" if i % 2 else "a", ["train", "val", "test"][i % 3]] for i in range(n)]
 
 
 def with_cell(row: int, column: int, value: str) -> list[list[str]]:
@@ -201,6 +201,10 @@ CSV_CASES: dict[str, tuple[Callable[[Path], Path], list[str], list[str]]] = {
     "empty_file": (lambda t: raw_file(t, b""), [], ["empty"]),
     "header_only": (lambda t: raw_file(t, b"id,text,labels,split\n"), SPLIT, ["no data row"]),
     "repeated_header": (lambda t: raw_file(t, b"text,labels,text\nx,a,y\n"), [], ["'text' twice", "'header'"]),
+    # A text column named where a short value is expected: the message gives its length, never the text.
+    "text_column_as_split_column": (lambda t: write_csv(t / "docs.csv", text_rows()), ["--split-column", "text"], ["line 2: split value <31 characters, not shown> is not a split", "'text'"]),
+    "text_column_as_id_column": (lambda t: write_csv(t / "docs.csv", text_rows() + text_rows()[:1]), [*SPLIT, "--id-column", "text"], ["line 8 repeats id <31 characters, not shown> of line 2"]),
+    "text_as_image_paths": (lambda t: write_csv(t / "docs.csv", text_rows()), [*SPLIT, "--modality", "image"], ["line 2: image <31 characters, not shown> is missing (looked for it under"]),
     "file_not_found": (lambda t: t / "absent.csv", [], ["CSV file not found"]),
     "fractions_not_one": (lambda t: write_csv(t / "docs.csv", text_rows()), ["--fractions", "0.6", "0.3", "0.3"], ["'--fractions'", "sum to 1.2"]),
     "too_few_rows_for_fractions": (lambda t: write_csv(t / "docs.csv", text_rows(2)), [], ["has no row", "change --fractions"]),

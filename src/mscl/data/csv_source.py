@@ -25,7 +25,7 @@ from mscl.data.images import require_image
 from mscl.data.manifest import SPLITS, family_of, provenance, write_dataset
 from mscl.data.splitting import check_fractions, fractional_split
 from mscl.defaults import CSV_FRACTIONS, CSV_LABEL_SEPARATOR
-from mscl.errors import InputError
+from mscl.errors import InputError, shown
 
 FORMAT = "one CSV/TSV file (prepare-csv)"
 # A split column's values (stripped, lower-cased) -> the manifest's split.
@@ -34,6 +34,8 @@ SPLIT_VALUES = {"train": "train", "val": "val", "valid": "val", "validation": "v
 DELIMITER_NAMES = {",": "comma", "\t": "tab", ";": "semicolon", "|": "pipe"}
 EXTENSION_DELIMITERS = {".csv": ",", ".tsv": "\t", ".tab": "\t"}
 SNIFF_BYTES = 1 << 16  # the start of the file csv.Sniffer reads
+# The longest split value and id an error quotes (mscl.errors.shown: never a value with spaces).
+SHOWN_SPLIT, SHOWN_ID = 20, 40
 CONTENT_COLUMN = {"text": "text", "image": "path"}
 FIX_QUOTING = "quote every field that holds the delimiter, a double quote or a line break (spreadsheet programs do when they export CSV)"
 
@@ -135,7 +137,7 @@ def split_of(value: str, path: Path, line: int, column: str) -> str:
     split = SPLIT_VALUES.get(value.strip().lower())
     if split is None:
         raise InputError(
-            path, f"line {line}: split value {value.strip()[:40]!r} is not a split",
+            path, f"line {line}: split value {shown(value.strip(), SHOWN_SPLIT)} is not a split",
             f"write train, val or test (any case; dev, valid and validation mean val) in column {column!r}", field=column,
         )  # fmt: skip
     return split
@@ -167,7 +169,7 @@ def read_samples(
         if not sample_id:
             raise InputError(path, f"line {line}: the id cell is empty", "give every row an id, or leave --id-column out (ids are then row numbers)", field=columns["id"])
         if sample_id in line_of_id:
-            raise InputError(path, f"line {line} repeats id {sample_id[:40]!r} of line {line_of_id[sample_id]}", "give every row its own id", field=columns["id"])
+            raise InputError(path, f"line {line} repeats id {shown(sample_id, SHOWN_ID)} of line {line_of_id[sample_id]}", "give every row its own id", field=columns["id"])
         line_of_id[sample_id] = line
         samples.append({
             "id": sample_id, "labels": parse_labels(cell["labels"], separator),

@@ -26,9 +26,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from mscl import cli
+from mscl.data.csv_source import SHOWN_ID
 from mscl.data.images import require_image
 from mscl.data.manifest import CONTENT_COLUMNS, MODALITY, SPLITS, ManifestWriter, family_of
-from mscl.errors import InputError
+from mscl.errors import InputError, shown
 from mscl.io import sha256_file
 from mscl.layout import DATASET_FAMILY_NAMES
 
@@ -48,7 +49,7 @@ def read_vocabulary(path: Path) -> list[str]:
         if not label:
             continue
         if label in line_of:
-            raise InputError(path, f"line {line} repeats label {label[:40]!r} of line {line_of[label]}", "list every label once", field=f"line {line}")
+            raise InputError(path, f"line {line} repeats label {label[:SHOWN_ID]!r} of line {line_of[label]}", "list every label once", field=f"line {line}")
         line_of[label] = line
         labels.append(label)
     if not labels:
@@ -125,16 +126,18 @@ class ManifestCheck:
         self.place_of_id: dict[str, str] = {}
         self.feature_dim: int | None = None
 
-    def rows(self, path: Path, frame: pd.DataFrame, content: str, first_row: int) -> pd.DataFrame:
-        """`frame` (rows first_row, first_row + 1, ... of split file `path`) checked, ids as strings
-        and each sample's labels deduplicated in their order."""
+    def rows(self, path: Path, batch: pa.RecordBatch, content: str, first_row: int) -> pd.DataFrame:
+        """`batch` (rows first_row, first_row + 1, ... of split file `path`) checked, as a frame
+        with ids as strings and each sample's labels deduplicated in their order. Values are
+        checked as Python objects (an integer id column with a null would be floats in pandas)."""
         ids, labels = [], []
-        for offset, (sample_id, sample_labels, value) in enumerate(zip(frame["id"], frame["labels"], frame[content])):
+        columns = (batch.column(name).to_pylist() for name in ("id", "labels", content))
+        for offset, (sample_id, sample_labels, value) in enumerate(zip(*columns)):
             where = f"row {first_row + offset} (pandas index {first_row + offset - 1})"
             ids.append(self.sample_id(path, where, sample_id))
             labels.append(self.sample_labels(path, where, sample_labels))
             self.content(path, where, content, value)
-        return frame.assign(id=ids, labels=labels)
+        return batch.to_pandas().assign(id=ids, labels=labels)
 
     def sample_id(self, path: Path, where: str, value: Any) -> str:
         if value is None:
@@ -142,7 +145,7 @@ class ManifestCheck:
         sample_id = str(value)
         place = f"{path.name} {where}"
         if sample_id in self.place_of_id:
-            raise InputError(path, f"{where} repeats id {sample_id[:40]!r} of {self.place_of_id[sample_id]}", "give every sample its own id, in one split only", field="id")
+            raise InputError(path, f"{where} repeats id {shown(sample_id, SHOWN_ID)} of {self.place_of_id[sample_id]}", "give every sample its own id, in one split only", field="id")
         self.place_of_id[sample_id] = place
         return sample_id
 
@@ -152,8 +155,8 @@ class ManifestCheck:
         labels = list(dict.fromkeys(value))
         unlisted = [label for label in labels if label not in self.vocabulary]
         if unlisted:
-            shown = "null" if unlisted[0] is None else repr(unlisted[0][:40])
-            raise InputError(path, f"{where}: label {shown} is not in labels.txt", f"add it to {self.root / 'labels.txt'}, or correct the label", field="labels")
+            label = "null" if unlisted[0] is None else repr(unlisted[0][:SHOWN_ID])  # label names are quoted (they may have spaces)
+            raise InputError(path, f"{where}: label {label} is not in labels.txt", f"add it to {self.root / 'labels.txt'}, or correct the label", field="labels")
         self.carried.update(labels)
         return labels
 
@@ -231,7 +234,7 @@ def prepare(
             path = root / f"{split}.parquet"
             labelled, first_row = False, 1
             for batch in handle.iter_batches(batch_size=BATCH_ROWS):
-                frame = check.rows(path, batch.to_pandas(), content, first_row)
+                frame = check.rows(path, batch, content, first_row)
                 labelled = labelled or bool(frame["labels"].map(len).any())
                 writer.add(split, frame)
                 first_row += len(frame)
@@ -240,7 +243,7 @@ def prepare(
         never = [label for label in vocabulary if label not in check.carried]
         if never:
             raise InputError(
-                root / "labels.txt", f"label {never[0][:40]!r} ({len(never)} such in all) is carried by no sample of any split",
+                root / "labels.txt", f"label {never[0][:SHOWN_ID]!r} ({len(never)} such in all) is carried by no sample of any split",
                 "remove it from labels.txt: a label no sample has is an always-zero column that lowers macro-F1", field="labels",
             )  # fmt: skip
         return writer.close()
