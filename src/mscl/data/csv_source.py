@@ -24,7 +24,7 @@ from mscl import cli
 from mscl.data.images import require_image
 from mscl.data.manifest import SPLITS, family_of, provenance, write_dataset
 from mscl.data.splitting import check_fractions, fractional_split
-from mscl.defaults import CSV_FRACTIONS, CSV_LABEL_SEPARATOR
+from mscl.defaults import CSV_FRACTIONS, CSV_LABEL_SEPARATOR, CSV_MODALITIES
 from mscl.errors import InputError, shown
 
 FORMAT = "one CSV/TSV file (prepare-csv)"
@@ -209,6 +209,8 @@ def prepare(
     if split_column is not None and fractions is not None:
         raise InputError(None, "both a split column and split fractions are given", "pass --split-column or --fractions, not both", field="--fractions")
     fractions = check_fractions(CSV_FRACTIONS if fractions is None else fractions)
+    if modality not in CSV_MODALITIES:
+        raise InputError(None, f"unknown modality {modality!r}", f"use one of {list(CSV_MODALITIES)}", field="--modality")
     family = family_of(modality, family)
     if not separator:
         raise InputError(None, "the label separator is empty", "pass e.g. --separator ';'", field="--separator")
