@@ -422,6 +422,6 @@ def test_bad_specs_raise_clear_errors(tiny: dict[str, Path], spec: dict, message
 
 
 def test_encoder_kinds_and_num_labels_checked() -> None:
-    assert ENCODER_KINDS == ("resnet", "cifar_resnet", "hf", "llama_lora", "plm_icd", "mlp")
+    assert ENCODER_KINDS == ("resnet", "torchvision", "cifar_resnet", "hf", "llama_lora", "plm_icd", "mlp")
     with pytest.raises(ValueError, match="num_labels"):
         build_encoder(resnet_spec(), num_labels=0)

@@ -62,7 +62,7 @@ def check_run(probe_dir: Path, data_dir: Path) -> tuple[dict[str, float], pd.Dat
     """One run's probe refit from its cached features; its threshold readings (fractions) and
     its per-label readings."""
     spec = load_spec(str(probe_dir / "resolved_spec.json"))
-    definition = macro_f1_definition(spec.dataset)
+    definition = macro_f1_definition(spec.dataset, family=spec.dataset_family)
     vocabulary = read_labels(data_dir)
     splits = load_run_splits(spec, data_dir, vocabulary, SPLITS)
     features = {name: load_checkpoint(probe_dir / f"features_{name}.pt")["features"] for name in SPLITS}

@@ -31,6 +31,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "prepare-yeast": ("mscl.data.yeast", "MULAN yeast (river's yeast.csv.gz) -> features manifest, MULAN split"),
     "prepare-debtags": ("mscl.data.debtags", "apt Packages (Tag:) + Translation-en -> debtags text manifest"),
     "prepare-fashion-mnist": ("mscl.data.fashion_mnist", "Fashion-MNIST idx files -> multi-label canvas PNGs + manifest"),
+    "prepare-csv": ("mscl.data.csv_source", "one CSV/TSV file of one's own (text or image paths, labels, split) -> manifest"),
+    "prepare-manifest": ("mscl.data.manifest_source", "a folder already in the manifest format -> checked, recomputed stats, processed folder"),
     "embed-text": ("mscl.data.embed", "text manifest -> manifest of frozen sentence embeddings (features), e.g. debtags on MiniLM"),
     "image-pixels": ("mscl.data.pixels", "image manifest -> manifest of grey pixel vectors (features), e.g. Fashion-MNIST canvases for an MLP"),
     "make-demo": ("mscl.demo", "generate an embedded demo dataset in a real raw format"),

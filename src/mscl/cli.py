@@ -27,6 +27,9 @@ from mscl.defaults import (
     CLAIM_ALPHA,
     CLAIM_MARGIN,
     CLAIM_REFERENCE,
+    CSV_FRACTIONS,
+    CSV_LABEL_SEPARATOR,
+    CSV_MODALITIES,
     DEBTAGS_EXCLUDED_FACETS,
     DEBTAGS_FRACTIONS,
     DEBTAGS_MIN_COUNT,
@@ -49,7 +52,7 @@ from mscl.defaults import (
     YEAST_POLICIES,
     YEAST_VAL_FRACTION,
 )
-from mscl.layout import DEMO_KINDS, FIGURE_NAMES, MIMIC_VERSIONS, PAPER_DATASETS, REPORT_ROLES, TABLE_NAMES
+from mscl.layout import DATASET_FAMILY_NAMES, DEMO_KINDS, FIGURE_NAMES, MIMIC_VERSIONS, PAPER_DATASETS, REPORT_ROLES, TABLE_NAMES
 
 AddOptions = Callable[[argparse.ArgumentParser], None]
 # command -> (description, module whose docstring's first paragraph is the description, options)
@@ -258,6 +261,62 @@ def _prepare_fashion_mnist(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--class-exponent", type=float, default=FASHION_MNIST_CLASS_EXPONENT, help="Zipf exponent of the class draw, 0 = uniform (default 1.0)")
 
 
+def delimiter(text: str) -> str:
+    """argparse type of `prepare-csv --delimiter`: auto, tab (or \\t), or one character."""
+    if text == "auto":
+        return text
+    if text in ("tab", "\\t", "\t"):  # the word, a typed backslash-t, or a real tab
+        return "\t"
+    if len(text) != 1 or text.isalnum() or text in "\"\r\n ":
+        raise argparse.ArgumentTypeError(f"{text!r} is not a delimiter. Fix: give auto, tab, or one punctuation character such as , ; |")
+    return text
+
+
+def add_family_argument(parser: argparse.ArgumentParser, default_help: str) -> None:
+    """The `--family` of the commands that prepare a dataset of one's own."""
+    parser.add_argument(
+        "--family", choices=DATASET_FAMILY_NAMES, default=None,
+        help=f"dataset family, which decides what its macro_f1 means (docs/metrics.md; default: {default_help})",
+    )  # fmt: skip
+
+
+def add_own_dataset_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options `prepare-csv` and `prepare-manifest` share: the output, its name and the image check."""
+    parser.add_argument("--out", required=True, type=Path, help="output folder of the prepared manifest")
+    parser.add_argument("--dataset", default=None, help="dataset name recorded in stats.json (default: the --out folder's name)")
+    parser.add_argument(
+        "--verify-images", action=argparse.BooleanOptionalAction, default=True,
+        help="image datasets: open every image with PIL and check it, besides checking that it exists (default on)",
+    )  # fmt: skip
+
+
+@command("prepare-csv", doc_of="mscl.data.csv_source")
+def _prepare_csv(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--path", required=True, type=Path, help="the CSV or TSV file (UTF-8, a header line first)")
+    add_own_dataset_arguments(parser)
+    parser.add_argument("--input-column", required=True, help="column of each sample's text, or with --modality image its image path (relative to the file's folder)")
+    parser.add_argument("--labels-column", required=True, help="column of each sample's labels, joined by --separator")
+    parser.add_argument("--separator", default=CSV_LABEL_SEPARATOR, help=f"what joins the labels within a cell (default {CSV_LABEL_SEPARATOR!r})")
+    split = parser.add_mutually_exclusive_group()
+    split.add_argument("--split-column", default=None, help="column naming each row's split: train, val or test (any case; dev, valid, validation mean val)")
+    split.add_argument(
+        "--fractions", nargs=3, type=float, default=None, metavar=("TRAIN", "VAL", "TEST"),
+        help=f"without --split-column: seeded split fractions, summing to 1 (default {' '.join(map(str, CSV_FRACTIONS))})",
+    )  # fmt: skip
+    parser.add_argument("--modality", choices=CSV_MODALITIES, default="text", help="what --input-column holds: text (default) or image paths")
+    add_family_argument(parser, "the modality's: image or text")
+    parser.add_argument("--id-column", default=None, help="column of unique sample ids (default: ids row-000001, row-000002, ... by data row)")
+    parser.add_argument("--seed", type=seed, default=0, help="seed of the split by fractions (default 0)")
+    parser.add_argument("--delimiter", type=delimiter, default="auto", help="field delimiter: auto (default: tab for .tsv/.tab, comma for .csv, else sniffed), tab, or a character")
+
+
+@command("prepare-manifest", doc_of="mscl.data.manifest_source")
+def _prepare_manifest(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--root", required=True, type=Path, help="folder in the manifest format: {train,val,test}.parquet, labels.txt, optionally stats.json")
+    add_own_dataset_arguments(parser)
+    add_family_argument(parser, "the input stats.json's `family`, else the modality's: image, text or tabular")
+
+
 @command("make-demo", description="Generate a small demo dataset from packaged real data, in the real raw format.")
 def _make_demo(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("kind", choices=sorted(DEMO_KINDS), help="which dataset format to imitate")
@@ -391,6 +450,10 @@ def _chance(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data", required=True, type=Path, help="prepared manifest folder")
     parser.add_argument("--out", required=True, type=Path, help="output folder (the run's probe/ folder)")
     parser.add_argument("--dataset", help="dataset name recorded in the spec (default: the --data folder's name)")
+    parser.add_argument(
+        "--dataset-family", choices=DATASET_FAMILY_NAMES, default=None,
+        help="the dataset's family when its name has none in mscl.metrics.DATASET_FAMILIES (a dataset of one's own; recorded in the spec)",
+    )  # fmt: skip
 
 
 @command("collect", description="gather every run's metrics into one tidy CSV")

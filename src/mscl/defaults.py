@@ -48,6 +48,11 @@ FASHION_MNIST_MAX_ITEMS = FASHION_MNIST_GRID * FASHION_MNIST_GRID
 FASHION_MNIST_VAL_FRACTION = 0.1
 FASHION_MNIST_CLASS_EXPONENT = 1.0
 
+# `prepare-csv`: one CSV/TSV file of one's own (mscl.data.csv_source).
+CSV_FRACTIONS = (0.7, 0.15, 0.15)  # the seeded split when the file has no split column
+CSV_LABEL_SEPARATOR = ";"  # what joins the labels of a row in the labels column
+CSV_MODALITIES = ("text", "image")
+
 EMBED_BATCH_SIZE = 64  # texts per batch of `embed-text`
 
 # ----------------------------------------------------------------------------- training

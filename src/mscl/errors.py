@@ -20,6 +20,16 @@ class InputError(Exception):
         super().__init__(f"{where}: {problem}. Fix: {fix}")
 
 
+def shown(value: str, limit: int) -> str:
+    """A cell's value as an error message may quote it: its repr when it is one token (no
+    whitespace) of at most `limit` characters, else only its length. Ids, split values, labels
+    and paths are such tokens; a value with spaces may be a note that landed in the wrong column
+    (PHI), which a message must never print."""
+    if len(value) <= limit and not any(character.isspace() for character in value):
+        return repr(value)
+    return f"<{len(value)} characters, not shown>"
+
+
 def config_validation_problem(error: BaseException, config_files: Sequence[object]) -> str:
     """A config that fails the JSON schema, in a few lines: the key, what is wrong, the config
     files to fix it in and the schema's description of the key, instead of Snakemake's dump of

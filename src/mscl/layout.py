@@ -86,6 +86,12 @@ FIGURE_NAMES = ("improvement", "std", "text_encoders", "mimic_dotplot", "mimic_h
 # (`claim-report`, mscl.report.claim).
 CLAIM_DATA_FILES = ("runs.csv", "batch_size.csv", "buckets.csv", "convergence.csv", "tuning.csv", "probes.csv", "schedule.csv", "schedule_convergence.csv")
 CLAIM_FIGURE_NAMES = ("claim_differences", "claim_convergence", "claim_batch_size", "claim_long_tail", "claim_schedule")
+# Dataset families: each decides which macro-F1 definition a dataset's `macro_f1` reports
+# (mscl.metrics.FAMILY_MACRO_F1 maps every one of them; docs/metrics.md says why).
+DATASET_FAMILY_NAMES = ("image", "text", "tabular", "mimic")
+# The family of a dataset whose source names none (`prepare-csv`, `prepare-manifest`): the
+# family of its modality (stats.json's `modality`).
+MODALITY_FAMILY = {"image": "image", "text": "text", "tabular": "tabular"}
 # The MIMIC settings, each with its own split lists (`fetch-mimic-splits --version`).
 MIMIC_VERSIONS = ("mimic3", "mimic4_icd9", "mimic4_icd10")
 

@@ -82,25 +82,36 @@ DATASET_FAMILIES = {
 }
 
 
-def dataset_family(dataset: str, source: str | Path | None = None) -> str:
-    """The family (image, text, tabular, mimic) of a dataset setting; InputError naming `source`
-    (the spec, run or folder that named the dataset) if it has none."""
-    try:
-        return DATASET_FAMILIES[dataset]
-    except KeyError:
+def dataset_family(dataset: str, source: str | Path | None = None, family: str | None = None) -> str:
+    """The family (image, text, tabular, mimic) of a dataset setting: `family` when given (a run
+    spec's `dataset_family`, for a dataset of one's own), else its DATASET_FAMILIES entry.
+    InputError naming `source` (the spec, run or folder that named the dataset) for an unknown
+    family, a dataset without one, or a `family` that contradicts DATASET_FAMILIES."""
+    known = DATASET_FAMILIES.get(dataset)
+    if family is not None:
+        if family not in FAMILY_MACRO_F1:
+            raise InputError(source, f"dataset_family {family!r} is not a dataset family", f"use one of {list(FAMILY_MACRO_F1)}", field="dataset_family")
+        if known not in (None, family):
+            raise InputError(
+                source, f"dataset {dataset!r} is of family {known!r}, not {family!r}",
+                f"leave dataset_family out for {dataset!r}, or give the dataset of one's own another name", field="dataset_family",
+            )  # fmt: skip
+        return family
+    if known is None:
         raise InputError(
             source,
             f"dataset {dataset!r} has no family in mscl.metrics.DATASET_FAMILIES (known: "
             f"{', '.join(sorted(DATASET_FAMILIES))}), so its macro-F1 definition is unknown",
-            "use one of those dataset settings, or add the new one there with its family",
+            f"give the run spec a `dataset_family` ({', '.join(FAMILY_MACRO_F1)}), or use one of those dataset settings",
             field="dataset",
-        ) from None
+        )
+    return known
 
 
-def macro_f1_definition(dataset: str, source: str | Path | None = None) -> str:
+def macro_f1_definition(dataset: str, source: str | Path | None = None, family: str | None = None) -> str:
     """The macro-F1 definition (MACRO_F1_CAML or MACRO_F1_PER_CLASS) a dataset's `macro_f1`
-    reports; InputError naming `source` for a dataset without a family."""
-    return FAMILY_MACRO_F1[dataset_family(dataset, source)]
+    reports, by `dataset_family(dataset, source, family)`."""
+    return FAMILY_MACRO_F1[dataset_family(dataset, source, family)]
 
 
 def macro_f1_key(definition: str) -> str:

@@ -10,7 +10,10 @@ import pandas as pd
 from PIL import Image
 from tqdm import tqdm
 
-from mscl.errors import InputError
+from mscl.errors import InputError, shown
+
+# The longest image path an error quotes.
+SHOWN_PATH = 200
 
 @dataclass(frozen=True)
 class ImageScreen:
@@ -51,6 +54,23 @@ def image_problem(path: Path, verify: bool) -> str | None:
         except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as error:
             return f"unreadable ({type(error).__name__}: {error})"
     return None
+
+
+def require_image(root: Path, rel_path: str, verify: bool, listed_in: Path, where: str, field: str) -> None:
+    """Raise an InputError unless the image `rel_path` (relative to `root`; an absolute path is
+    taken as it is) exists and, with `verify`, opens: the error names `listed_in` (the file that
+    lists the image), `where` (its line or row there) and `field` (the column holding it). A
+    path with whitespace is not quoted (`mscl.errors.shown`: it may be text of a wrong column)."""
+    problem = image_problem(root / rel_path, verify)
+    if problem is not None:
+        name = shown(rel_path, SHOWN_PATH)
+        raise InputError(
+            listed_in,
+            f"{where}: image {name} is {problem} (looked for {root / rel_path if name == repr(rel_path) else 'it under ' + str(root)})",
+            f"correct the path (relative to {root}) or restore the image"
+            + ("; --no-verify-images skips opening the images" if verify and problem != "missing" else ""),
+            field=field,
+        )
 
 
 def screen_images(

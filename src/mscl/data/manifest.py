@@ -37,6 +37,7 @@ import pyarrow.parquet as pq
 
 from mscl.errors import InputError
 from mscl.io import naming_a_full_disk, sha256_file, staging_folder, write_json, write_text
+from mscl.layout import DATASET_FAMILY_NAMES, MODALITY_FAMILY
 
 SPLITS = ("train", "val", "test")
 CONTENT_COLUMNS = ("text", "path", "features")
@@ -301,6 +302,16 @@ def provenance(dataset: str, format: str, root: Path, seed: int, sources: Sequen
         "sources": {path.relative_to(root).as_posix(): sha256_file(path) for path in sources},
         **details,
     }
+
+
+def family_of(modality: str, family: str | None, option: str = "--family") -> str:
+    """The dataset family a prepared folder's stats.json records as `family` (what decides its
+    macro-F1 definition, mscl.metrics): `family` when given, else the family of its modality."""
+    if family is None:
+        return MODALITY_FAMILY[modality]
+    if family not in DATASET_FAMILY_NAMES:
+        raise InputError(None, f"unknown dataset family {family!r}", f"use one of {list(DATASET_FAMILY_NAMES)}", field=option)
+    return family
 
 
 def write_dataset(

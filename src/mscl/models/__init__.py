@@ -7,6 +7,8 @@ uses h itself, except for `plm_icd`, whose probe is PLM-ICD's label-wise output 
 label-attention vectors V (`LabelWiseLinear`, `mscl.models.plm_icd`). Kinds:
 
 - `resnet`: torchvision ResNet family, fc removed (`mscl.models.image`);
+- `torchvision`: any torchvision classifier, its final Linear layer removed
+  (`mscl.models.torchvision_encoder`);
 - `cifar_resnet`: a CIFAR-style ResNet in plain torch, for small images trained from scratch
   (`mscl.models.cifar_resnet`);
 - `hf`: a Hugging Face encoder such as RoBERTa, first-token pooling (`mscl.models.text`);
@@ -45,11 +47,20 @@ __all__ = [
 ]
 
 # kind -> the modality of its inputs (decides transforms, views and the default optimiser).
-ENCODER_MODALITY = {"resnet": "image", "cifar_resnet": "image", "hf": "text", "llama_lora": "text", "plm_icd": "text", "mlp": "tabular"}
+ENCODER_MODALITY = {
+    "resnet": "image",
+    "torchvision": "image",
+    "cifar_resnet": "image",
+    "hf": "text",
+    "llama_lora": "text",
+    "plm_icd": "text",
+    "mlp": "tabular",
+}
 ENCODER_KINDS = tuple(ENCODER_MODALITY)
 # kind -> (module, builder function taking (validated spec, num_labels)).
 _BUILDERS: dict[str, tuple[str, str]] = {
     "resnet": ("mscl.models.image", "build_resnet"),
+    "torchvision": ("mscl.models.torchvision_encoder", "build_torchvision"),
     "cifar_resnet": ("mscl.models.cifar_resnet", "build_cifar_resnet"),
     "hf": ("mscl.models.text", "build_hf"),
     "llama_lora": ("mscl.models.text", "build_llama_lora"),

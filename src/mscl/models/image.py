@@ -33,7 +33,7 @@ from torchvision.models import WeightsEnum
 from mscl.models import Encoder, check_bool, spec_error, validated_spec
 
 RESNET_PREFIXES = ("resnet", "resnext", "wide_resnet")
-ENCODER_PREFIX = "backbone."  # ResNetEncoder keeps the torchvision model as `self.backbone`
+ENCODER_PREFIX = "backbone."  # ResNetEncoder (and TorchvisionEncoder) keep the torchvision model as `self.backbone`
 SMALL_STEM_CHANNELS = 64  # every torchvision ResNet stem has 64 output channels
 
 
@@ -48,21 +48,22 @@ def looks_like_file(weights: str) -> bool:
     return "/" in weights or "\\" in weights or Path(weights).suffix != ""
 
 
-def resolve_weights(arch: str, weights: str) -> None | Path | WeightsEnum:
+def resolve_weights(arch: str, weights: str, kind: str = "resnet") -> None | Path | WeightsEnum:
     """None for "none", a Path for an existing local file, else the torchvision weights enum
-    member named `weights` (resolved without downloading anything)."""
+    member named `weights` (resolved without downloading anything). `kind` names the spec's
+    encoder kind in errors."""
     if not isinstance(weights, str):
-        raise spec_error("resnet", "weights", f"must be a string, got {weights!r}", "use none, a .pt state-dict file or a weights name like IMAGENET1K_V2")
+        raise spec_error(kind, "weights", f"must be a string, got {weights!r}", "use none, a .pt state-dict file or a weights name like IMAGENET1K_V2")
     if weights.lower() == "none":
         return None
     if looks_like_file(weights):
         path = Path(weights).expanduser()
         if not path.is_file():
-            raise spec_error("resnet", "weights", f"file {str(path)!r} not found", "give the path of a state dict saved with torch.save(model.state_dict(), path)")
+            raise spec_error(kind, "weights", f"file {str(path)!r} not found", "give the path of a state dict saved with torch.save(model.state_dict(), path)")
         return path
     members = torchvision.models.get_model_weights(arch).__members__
     if weights not in members:
-        raise spec_error("resnet", "weights", f"{weights!r} is not a torchvision weights name for {arch}", f"use none, a local .pt file or one of {list(members)}")
+        raise spec_error(kind, "weights", f"{weights!r} is not a torchvision weights name for {arch}", f"use none, a local .pt file or one of {list(members)}")
     return members[weights]
 
 
@@ -73,17 +74,21 @@ def small_input_stem() -> nn.Conv2d:
     return conv
 
 
-def load_state_dict_file(path: Path) -> dict[str, Tensor]:
-    """A state dict from `path` (weights_only: no code runs), minus the classifier's keys and
-    minus the `backbone.` prefix of a ResNetEncoder's own state dict."""
+def read_state_dict(path: Path, kind: str = "resnet") -> dict[str, Tensor]:
+    """The state dict in `path` (weights_only: no code runs), without the `backbone.` prefix of
+    an encoder's own state dict; `kind` names the spec's encoder kind in errors."""
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as error:
-        raise spec_error("resnet", "weights", f"cannot read {str(path)!r} as a torch state dict ({error})", "save it with torch.save(model.state_dict(), path)") from error
+        raise spec_error(kind, "weights", f"cannot read {str(path)!r} as a torch state dict ({error})", "save it with torch.save(model.state_dict(), path)") from error
     if not isinstance(state, Mapping) or not all(isinstance(v, Tensor) for v in state.values()):
-        raise spec_error("resnet", "weights", f"{str(path)!r} holds a {type(state).__name__}, not a state dict of tensors", "save model.state_dict() itself, not a checkpoint dict around it")
-    unprefixed = {key.removeprefix(ENCODER_PREFIX): value for key, value in state.items()}
-    return {key: value for key, value in unprefixed.items() if not key.startswith("fc.")}
+        raise spec_error(kind, "weights", f"{str(path)!r} holds a {type(state).__name__}, not a state dict of tensors", "save model.state_dict() itself, not a checkpoint dict around it")
+    return {key.removeprefix(ENCODER_PREFIX): value for key, value in state.items()}
+
+
+def load_state_dict_file(path: Path) -> dict[str, Tensor]:
+    """`read_state_dict(path)` minus the classifier's keys (`fc.*`)."""
+    return {key: value for key, value in read_state_dict(path).items() if not key.startswith("fc.")}
 
 
 class ResNetEncoder(Encoder):

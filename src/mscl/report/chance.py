@@ -1,6 +1,6 @@
 """`python -m mscl chance`: the label-prior ("chance") reference row of every results table.
 
-    python -m mscl chance --data DIR --out DIR [--dataset NAME]
+    python -m mscl chance --data DIR --out DIR [--dataset NAME] [--dataset-family FAMILY]
 
 The label-prior predictor ignores its input: every sample gets, for every label, that label's
 frequency in the TRAIN split (the fraction of train samples carrying it, labels.txt order).
@@ -27,7 +27,8 @@ Outputs in --out, each written atomically and in the probe's format (`mscl.train
 that `collect` reads them like any run: metrics.json (test, val_best = the val metrics,
 best_epoch 0, select_metric, macro_f1_definition, num_labels, feature_dim 0,
 ignored_label_occurrences and a small spec of the run axes collect reads: dataset, loss "chance",
-encoder_name "chance", batch_size 0, seed 0) and
+encoder_name "chance", batch_size 0, seed 0, and dataset_family when --dataset-family gives
+one: the family of a dataset of one's own, as a run spec's) and
 test_scores.parquet (`mscl.train.probe.write_test_scores`). The Snakemake rule writes them
 to `{results}/runs/{dataset}/chance/chance/bs0/seed0/probe/`.
 """
@@ -72,12 +73,13 @@ def prior_scores(prior: np.ndarray, num_samples: int) -> np.ndarray:
     return np.broadcast_to(prior.astype(np.float32), (num_samples, prior.size)).copy()
 
 
-def chance_metrics(data_dir: Path, dataset: str | None = None) -> tuple[dict[str, Any], Any, np.ndarray, list[str]]:
-    """(metrics.json document, test Split, test scores, vocabulary) of the label prior."""
+def chance_metrics(data_dir: Path, dataset: str | None = None, family: str | None = None) -> tuple[dict[str, Any], Any, np.ndarray, list[str]]:
+    """(metrics.json document, test Split, test scores, vocabulary) of the label prior; `family`
+    is the dataset's family when its name has none (`mscl.metrics.dataset_family`)."""
     from mscl.train.probe import json_safe
 
     setting = dataset or data_dir.name
-    macro_f1 = macro_f1_definition(setting, None if dataset else data_dir)
+    macro_f1 = macro_f1_definition(setting, None if dataset else data_dir, family)
     vocabulary = read_labels(data_dir)
     splits = {name: read_label_split(data_dir, name, vocabulary) for name in SPLITS}
     prior = label_prior(splits["train"].labels)
@@ -92,7 +94,7 @@ def chance_metrics(data_dir: Path, dataset: str | None = None) -> tuple[dict[str
         "num_labels": len(vocabulary),
         "feature_dim": 0,
         "ignored_label_occurrences": {name: splits[name].ignored_labels for name in SPLITS},
-        "spec": {"dataset": setting, "loss": CHANCE, "encoder_name": CHANCE, "batch_size": 0, "seed": 0},
+        "spec": {"dataset": setting, "loss": CHANCE, "encoder_name": CHANCE, "batch_size": 0, "seed": 0, **({"dataset_family": family} if family else {})},
     }
     return document, splits["test"], scores["test"], vocabulary
 
@@ -101,7 +103,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = cli.parse_args("chance", argv)
     from mscl.train.probe import write_test_scores
 
-    document, test_split, test_scores, vocabulary = chance_metrics(args.data, args.dataset)
+    document, test_split, test_scores, vocabulary = chance_metrics(args.data, args.dataset, args.dataset_family)
     write_test_scores(args.out / "test_scores.parquet", test_split, test_scores, vocabulary)
     write_json(args.out / "metrics.json", document)
     test = document["test"]

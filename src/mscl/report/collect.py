@@ -26,7 +26,8 @@ dataset's macro-F1 definition) and the bucket sizes `bucket_head_labels` / `buck
 computed from the probe's saved test scores (test_scores.parquet beside metrics.json).
 
 Macro-F1: `macro_f1` in the CSV is always the definition of the run's dataset family
-(`mscl.metrics.macro_f1_definition`), taken from the named `macro_f1_caml` /
+(`mscl.metrics.macro_f1_definition`: the recorded spec's `dataset_family` when it has one, a
+dataset of one's own; else the dataset's family in `mscl.metrics.DATASET_FAMILIES`), taken from the named `macro_f1_caml` /
 `macro_f1_per_class` entries, which are kept too; a dataset without a family is an error. A
 metrics.json written before the per-family macro-F1 has only `macro_f1`, which was CAML's: it
 is kept as `macro_f1_caml`, and for the test split both definitions are recomputed from the
@@ -264,7 +265,7 @@ def run_rows(
             f"add --roles {axes['encoder']}=ROLE with ROLE one of {list(REPORT_ROLES)}",
             field="--roles",
         )
-    definition = macro_f1_definition(axes["dataset"], metrics_path)
+    definition = macro_f1_definition(axes["dataset"], metrics_path, document["spec"].get("dataset_family"))
     base = {
         **axes,
         "encoder_role": roles[axes["encoder"]],

@@ -13,8 +13,9 @@ A linear layer is then trained on the cached train features with BCE-with-logits
 seeded mini-batches). After every epoch it is evaluated on val; the epoch with the best
 `probe.select_metric` (ties: the earlier epoch) is evaluated once on test. Every evaluation
 returns both macro-F1 definitions (`macro_f1_caml`, `macro_f1_per_class`); `macro_f1` is the
-one of the spec's dataset family (`mscl.metrics.macro_f1_definition`), which metrics.json
-records as `macro_f1_definition`. A dataset without a family is refused before any work.
+one of the spec's dataset family (`mscl.metrics.macro_f1_definition`: the spec's
+`dataset_family` when given, else the dataset's own), which metrics.json records as
+`macro_f1_definition`. A dataset without a family is refused before any work.
 
 PLM-ICD (`plm_icd` encoders) keeps its label-wise information: the probe is PLM-ICD's own
 output layer, logit_l = <W3_l, V_l> + b_l, on the label-attention vectors V [N, L, d] of the
@@ -439,7 +440,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     budget_mb = float(os.environ.get("MSCL_LABEL_VECTOR_BUDGET_MB", LABEL_VECTOR_BUDGET_MB))
     exit_on_sigterm("probe: stopped by SIGTERM; cached features stay and a rerun reuses them")
     spec = load_spec(args.spec, args.selected)
-    macro_f1 = macro_f1_definition(spec.dataset, None if args.spec.lstrip().startswith("{") else args.spec)
+    macro_f1 = macro_f1_definition(spec.dataset, None if args.spec.lstrip().startswith("{") else args.spec, spec.dataset_family)
     weights = args.pretrained / "encoder.pt"
     if not weights.is_file():
         raise InputError(weights, "pretrained encoder not found", "run `python -m mscl pretrain` for this spec first")

@@ -18,6 +18,7 @@ from mscl.defaults import MAX_SEED
 from mscl.errors import InputError
 from mscl.io import read_json
 from mscl.losses import LOSS_NAMES
+from mscl.metrics import FAMILY_MACRO_F1
 from mscl.models import ENCODER_MODALITY
 from mscl.tuning import UNTRAINED_METHODS  # noqa: F401  (re-exported: pretrain reads it here)
 # The loss spec, the phase blocks and the value checks live in the light mscl.train.settings
@@ -91,6 +92,9 @@ class RunSpec:
     # The encoder whose tuning selection set this run's values, when not its own: the same
     # network under another name, e.g. a longer schedule (the config's `tune_encoder`).
     tuned_encoder: str | None = None
+    # The dataset's family (mscl.metrics.FAMILY_MACRO_F1: what its macro_f1 means), for a dataset
+    # of one's own (a csv or manifest source), whose name mscl.metrics.DATASET_FAMILIES lacks.
+    dataset_family: str | None = None
 
     @property
     def encoder_kind(self) -> str:
@@ -124,6 +128,8 @@ class RunSpec:
         probe = build_block(ProbeSpec, data.get("probe"), "probe")
         if data.get("tuned_encoder") is not None:
             non_empty_string("tuned_encoder", data["tuned_encoder"])
+        if data.get("dataset_family") is not None:
+            one_of(tuple(FAMILY_MACRO_F1))("dataset_family", data["dataset_family"])
         return cls(
             dataset=data["dataset"],
             encoder_name=data["encoder_name"],
@@ -134,14 +140,16 @@ class RunSpec:
             pretrain=resolve_pretrain(pretrain, data["encoder"]["kind"], data["batch_size"]),
             probe=probe,
             tuned_encoder=data.get("tuned_encoder"),
+            dataset_family=data.get("dataset_family"),
         )
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready mapping, in the layout users write; `from_mapping(to_dict())` gives
         this spec back."""
         mapping = asdict(self)
-        if mapping["tuned_encoder"] is None:
-            del mapping["tuned_encoder"]  # the usual case: a spec without it reads as before
+        for optional in ("tuned_encoder", "dataset_family"):
+            if mapping[optional] is None:
+                del mapping[optional]  # the usual case: a spec without it reads, and resumes, as before
         loss = mapping.pop("loss")
         mapping["pretrain"]["temperature"] = loss["temperature"]
         return {**mapping, "loss": loss["name"], "loss_options": loss["options"]}
