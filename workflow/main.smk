@@ -15,7 +15,8 @@ from snakemake.utils import min_version, validate
 
 REPO_ROOT = os.path.dirname(str(workflow.current_basedir))
 sys.path.insert(0, os.path.join(REPO_ROOT, "src"))
-from mscl.errors import config_validation_problem
+from mscl.errors import InputError, config_validation_problem
+from mscl.plugins import load_plugins
 
 min_version("9.0")
 
@@ -34,6 +35,15 @@ try:
     validate(config, "schemas/config.schema.yaml")
 except WorkflowError as error:
     raise WorkflowError(config_validation_problem(error, workflow.configfiles)) from None
+
+# The losses and encoder kinds of the config's plugins are registered before any name is
+# checked (common.smk) or any job's spec is written (mscl.plugins, docs/extending.md).
+try:
+    PLUGINS = load_plugins(
+        config["plugins"], where=f"config key `plugins` in {', '.join(map(str, workflow.configfiles))}"
+    )
+except InputError as error:
+    raise WorkflowError(str(error)) from None
 
 
 include: "rules/common.smk"

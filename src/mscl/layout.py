@@ -74,6 +74,19 @@ def benchmark_of_log(results: Path, log: Path) -> Path | None:
 
 # ------------------------------------------------------------- what the pipeline makes
 
+# Every built-in dataset setting (the {dataset} values the workflow knows without a source of
+# one's own) -> its family (mscl.metrics.FAMILY_MACRO_F1: what its macro_f1 means). A csv or
+# manifest source adds a setting by config alone, with the family it declares.
+DATASET_FAMILIES = {
+    "coco": "image",
+    "voc": "image",
+    "nuswide": "image",
+    "fashion_mnist": "image",  # claim check: canvases of Fashion-MNIST images
+    "aapd": "text",
+    "debtags": "text",  # claim check: Debian package descriptions
+    "yeast": "tabular",  # claim check: MULAN yeast, MulSupCon's benchmark
+    **{f"{family}_{space}": "mimic" for family in ("mimic3", "mimic4_icd9", "mimic4_icd10") for space in ("full", "50")},
+}
 # The paper's ten dataset settings (its Table "Statistics of datasets"; `make-synthetic` makes
 # any of them at its shape). mscl.report.names.PAPER_DATASETS names the same, in this order.
 PAPER_DATASETS = ("coco", "voc", "nuswide", "aapd", "mimic3_full", "mimic3_50", "mimic4_icd9_full", "mimic4_icd9_50", "mimic4_icd10_full", "mimic4_icd10_50")

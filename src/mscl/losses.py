@@ -38,6 +38,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from mscl import registry
 from mscl.train.settings import DEFAULT_TEMPERATURE, RUN_LOSS_OPTIONS, LossSpec
 
 SIMDISSIM_FORMS = ("weighted", "literal")
@@ -581,9 +582,10 @@ def _prototype_loss(cls: type, temperature: float, num_labels: int | None = None
     return cls(int(num_labels), int(dim), temperature, **extra)
 
 
-# The one list of losses: name -> (builder taking temperature and the options, the options it
-# takes besides temperature). LOSS_NAMES, the run spec's choices and (by a test) the config
-# schema's enum all come from it.
+# How each built-in loss is built: name -> (builder taking temperature and the options, the
+# options it takes besides temperature). Its names are mscl.registry.BUILTIN_LOSSES' (a test
+# keeps them equal), which also holds their display names; a plugin's losses are built by the
+# factory it registered.
 LOSSES: dict[str, tuple[Callable[..., nn.Module], frozenset[str]]] = {
     "all": (functools.partial(_pair_loss, "all"), frozenset()),
     "any": (functools.partial(_pair_loss, "any"), frozenset()),
@@ -616,12 +618,22 @@ def make_loss(name: str, **options) -> nn.Module:
     return build_loss(LossSpec(name, temperature, options), **run_options)
 
 
+def loss_options_taken(name: str) -> frozenset[str]:
+    """The options loss `name` takes besides temperature (a registered loss: those it declared)."""
+    if name in LOSSES:
+        return LOSSES[name][1]
+    entry = registry.plugin_loss(name)
+    if entry is None:
+        raise ValueError(registry.unknown_name_message("loss", name, registry.loss_names(), "the run spec"))
+    return entry.options
+
+
 def build_loss(spec: LossSpec, **run_options) -> nn.Module:
-    """The loss `spec` names, with its temperature and options, and the options the run fills
-    in (`num_labels` and `dim` of the prototype losses)."""
-    if spec.name not in LOSSES:
-        raise ValueError(f"unknown loss {spec.name!r}; choose one of {', '.join(LOSS_NAMES)}")
-    build, takes = LOSSES[spec.name]
+    """The loss `spec` names (built in, or registered by a plugin: mscl.registry), with its
+    temperature and options, and the options the run fills in (`num_labels` and `dim`, for a
+    loss that takes them)."""
+    takes = loss_options_taken(spec.name)
+    build = LOSSES[spec.name][0] if spec.name in LOSSES else registry.plugin_loss(spec.name).factory
     options = {**spec.options, **run_options}
     unknown = set(options) - takes
     if unknown:

@@ -39,6 +39,7 @@ import numpy as np
 from scipy import sparse
 
 from mscl.errors import InputError
+from mscl.layout import DATASET_FAMILIES  # noqa: F401  (the built-in settings' families, read here by many)
 
 DEFAULT_THRESHOLD = 0.5
 # Edin et al. tune one global threshold on dev over this grid; read-only because it is a
@@ -69,17 +70,6 @@ MACRO_F1_DEFINITIONS = (MACRO_F1_CAML, MACRO_F1_PER_CLASS)
 #   average="macro") averages per-class F1;
 # * tabular (the claim check's yeast): MulSupCon's own benchmark, scored by its code.
 FAMILY_MACRO_F1 = {"image": MACRO_F1_PER_CLASS, "text": MACRO_F1_PER_CLASS, "tabular": MACRO_F1_PER_CLASS, "mimic": MACRO_F1_CAML}
-# Every dataset setting of workflow/schemas/config.schema.yaml -> its family.
-DATASET_FAMILIES = {
-    "coco": "image",
-    "voc": "image",
-    "nuswide": "image",
-    "fashion_mnist": "image",  # claim check: canvases of Fashion-MNIST images
-    "aapd": "text",
-    "debtags": "text",  # claim check: Debian package descriptions
-    "yeast": "tabular",  # claim check: MULAN yeast, MulSupCon's benchmark
-    **{f"{family}_{space}": "mimic" for family in ("mimic3", "mimic4_icd9", "mimic4_icd10") for space in ("full", "50")},
-}
 
 
 def dataset_family(dataset: str, source: str | Path | None = None, family: str | None = None) -> str:

@@ -13,6 +13,7 @@ from snakemake.logging import logger
 # run layout and the table, figure and demo names the commands share (mscl.layout), come from
 # the checkout's own src/ (standard library only), whatever environment runs Snakemake.
 sys.path.insert(0, os.path.join(REPO_ROOT, "src"))
+from mscl import registry
 from mscl.data.sources import LAYOUTS, SPLIT_LIST_FILES, source_problem, split_folder_problem
 from mscl.interrupt import stop_jobs_on_sigint, tie_jobs_to_this_process
 from mscl.jobserver import run_jobs_from, start_for_workflow
@@ -20,9 +21,11 @@ from mscl.layout import (
     CHANCE,
     CLAIM_DATA_FILES,
     CLAIM_FIGURE_NAMES,
+    DATASET_FAMILIES,
     DEMO_KINDS,
     FIGURE_NAMES,
     MIMIC_VERSIONS,
+    MODALITY_FAMILY,
     REFERENCE_ROLE,
     RUN_NAME,
     TABLE_NAMES,
@@ -33,6 +36,7 @@ from mscl.layout import (
     run_name,
     tuning_dir,
 )
+from mscl.plugins import plugins_of_run
 from mscl.tuning import UNTRAINED_METHODS, family_of, grid_settings
 from mscl.train.launch import export_encoder_gpus, share_local_gpus
 from mscl.train.settings import settings_problem
@@ -94,12 +98,53 @@ def config_files():
     return ", ".join(map(str, workflow.configfiles)) or "your config file"
 
 
-# Every dataset setting and method (loss or reference) the schema allows, read once:
-# experiment_runs checks each block against them and the {loss} wildcard takes the methods.
+# Every name the config may use comes from one list: dataset settings from mscl.layout (plus
+# the config's own sources), losses, reference methods and encoder kinds from mscl.registry
+# (plus what the config's plugins registered). check_names refuses an unknown one before any job.
 with open(os.path.join(REPO_ROOT, "workflow/schemas/config.schema.yaml")) as handle:
     _SCHEMA = yaml.safe_load(handle)["properties"]
-KNOWN_DATASETS = _SCHEMA["datasets"]["items"]["enum"]
-KNOWN_METHODS = _SCHEMA["experiments"]["additionalProperties"]["properties"]["losses"]["items"]["enum"]
+# A `sources` key the schema does not list is a dataset of the user's own (kind csv or manifest).
+OWN_SOURCES = {name: block for name, block in config["sources"].items() if name not in _SCHEMA["sources"]["properties"]}
+KNOWN_DATASETS = [*DATASET_FAMILIES, *OWN_SOURCES]
+KNOWN_METHODS = registry.method_names()
+
+
+def check_names():
+    """Every dataset, loss and encoder kind the config names exists: a WorkflowError listing the
+    known names and saying where to add one, before any job runs."""
+    clashes = sorted(set(OWN_SOURCES) & set(DATASET_FAMILIES))
+    if clashes:
+        raise WorkflowError(
+            f"config sources.{clashes[0]} is a source of your own named like the built-in dataset setting "
+            f"{clashes[0]!r}. Fix: give it another name, in {config_files()}"
+        )
+    for dataset in config["datasets"]:
+        if dataset not in KNOWN_DATASETS:
+            raise WorkflowError(
+                f"config `datasets` names {dataset!r}, which is neither a built-in dataset setting nor a source of "
+                f"your own. Known: {', '.join(KNOWN_DATASETS)}. Fix: correct the name, or add a dataset of your own "
+                f"as `sources.{dataset}: {{kind: csv, path: ..., input_column: ..., labels_column: ...}}` "
+                f"(docs/extending.md), in {config_files()}"
+            )
+    for name, encoder in config["encoders"].items():
+        kind = encoder["spec"]["kind"]
+        if kind not in registry.encoder_kinds():
+            where = f"config encoders.{name}.spec.kind (in {config_files()})"
+            raise WorkflowError(registry.unknown_name_message("encoder kind", kind, registry.encoder_kinds(), where))
+    for block_name, block in config["experiments"].items():
+        for loss in block["losses"]:
+            if loss not in KNOWN_METHODS:
+                where = f"config experiments.{block_name}.losses (in {config_files()})"
+                raise WorkflowError(registry.unknown_name_message("loss", loss, KNOWN_METHODS, where))
+    for dataset in config["report"]["display"]:
+        if dataset not in config["datasets"]:
+            raise WorkflowError(
+                f"config report.display names {dataset!r}, which is not in `datasets` {config['datasets']}. "
+                f"Fix: name a dataset the config prepares, in {config_files()}"
+            )
+
+
+check_names()
 
 
 def experiment_runs():
@@ -110,7 +155,8 @@ def experiment_runs():
             if dataset not in KNOWN_DATASETS:
                 raise ValueError(
                     f"config experiments.{block_name}.datasets names {dataset!r}, which is not a dataset "
-                    f"setting of this pipeline. Fix: use one of {KNOWN_DATASETS} in {config_files()}"
+                    f"setting of this pipeline. Fix: use one of {KNOWN_DATASETS}, or add a source of your own "
+                    f"(docs/extending.md), in {config_files()}"
                 )
             if dataset not in config["datasets"]:
                 raise ValueError(
@@ -387,6 +433,53 @@ def source_input(fixed_source, manifest_dataset):
     return raw
 
 
+def own_families_option():
+    """`--families NAME=FAMILY ...` of the datasets of one's own ('' when there are none)."""
+    families = [f"{name}={own_dataset_family(name)}" for name in OWN_SOURCES if own_dataset_family(name)]
+    return " ".join(["--families", *families]) if families else ""
+
+
+def own_source_input(wildcards):
+    """A dataset of one's own: its CSV file, or its manifest folder's files, as the rule's input
+    (a changed file reruns the preparation); a missing one is a config problem."""
+    block = OWN_SOURCES[wildcards.dataset]
+    if block["kind"] == "csv":
+        files, key = [block["path"]], "path"
+    else:
+        files, key = [
+            os.path.join(block["root"], name) for name in ("train.parquet", "val.parquet", "test.parquet", "labels.txt")
+        ], "root"
+    missing = [path for path in files if not os.path.isfile(path)]
+    if missing:
+        config_problem(
+            f"sources.{wildcards.dataset}.{key}: {missing[0]!r} does not exist (relative paths are read from the working "
+            f"directory {os.getcwd()}). Fix: set `sources.{wildcards.dataset}.{key}` in {config_files()}"
+        )
+        return []
+    return files
+
+
+def own_source_command(wildcards):
+    """Params function: the prepare command and its options for a dataset of one's own (the
+    config keys of `sources.<name>` as `python -m mscl prepare-csv` / `prepare-manifest` options)."""
+    block = OWN_SOURCES[wildcards.dataset]
+    options = [f"--dataset {wildcards.dataset}", f"--seed {config['seed']}"]
+    if block.get("family"):
+        options.append(f"--family {block['family']}")
+    if block.get("verify_images") is False:
+        options.append("--no-verify-images")
+    if block["kind"] == "manifest":
+        return " ".join(["prepare-manifest", f"--root {shlex.quote(block['root'])}", *options[:1], *options[2:]])
+    options += [f"--path {shlex.quote(block['path'])}", f"--input-column {shlex.quote(block['input_column'])}"]
+    options.append(f"--labels-column {shlex.quote(block['labels_column'])}")
+    for key in ("separator", "split_column", "id_column", "delimiter", "modality"):
+        if block.get(key) is not None:
+            options.append(f"--{key.replace('_', '-')} {shlex.quote(str(block[key]))}")
+    if block.get("fractions") is not None:
+        options.append("--fractions " + " ".join(str(value) for value in block["fractions"]))
+    return " ".join(["prepare-csv", *options])
+
+
 def mimic_root(wildcards, input):
     source = source_of(wildcards.version)
     return input.raw[0] if is_demo(source) else config["sources"][source]["root"]
@@ -422,6 +515,31 @@ def split_list_input(wildcards):
                 f"to `download` or a folder laid out like shared/data/mimic_splits"
             )
     return []
+
+
+def own_dataset_family(dataset):
+    """The family of a dataset of one's own (a csv or manifest source): `family:` as configured,
+    else a csv file's modality's, else a manifest folder's stats.json family or modality's. None
+    for a built-in setting (mscl.layout knows its family)."""
+    block = OWN_SOURCES.get(dataset)
+    if block is None:
+        return None
+    if block.get("family"):
+        return block["family"]
+    if block["kind"] == "csv":
+        return MODALITY_FAMILY[block.get("modality", "text")]
+    stats_file = os.path.join(block["root"], "stats.json")
+    if os.path.isfile(stats_file):
+        with open(stats_file, encoding="utf-8") as handle:
+            recorded = json.load(handle)
+        family = recorded.get("family") or MODALITY_FAMILY.get(recorded.get("modality"))
+        if family:
+            return family
+    config_problem(
+        f"sources.{dataset}: the manifest folder {block['root']!r} has no stats.json naming its family or "
+        f"modality. Fix: set `sources.{dataset}.family` (image, text, tabular or mimic) in {config_files()}"
+    )
+    return None
 
 
 def encoder_spec(name):
@@ -465,6 +583,13 @@ def run_spec(stage):
         }
         if stage == "probe":
             spec["probe"] = {**config["training"]["probe"], **encoder["probe"]}
+        if own_dataset_family(wildcards.dataset):
+            spec["dataset_family"] = own_dataset_family(wildcards.dataset)
+        # The plugins that registered the run's loss or encoder kind, with their content's hash:
+        # editing a plugin reruns exactly the runs that use it (mscl.plugins).
+        plugins = plugins_of_run(PLUGINS, wildcards.loss, encoder["spec"]["kind"])
+        if plugins:
+            spec["plugins"] = plugins
         selection = selection_of(wildcards)
         if selection and selection[1] != wildcards.encoder:
             spec["tuned_encoder"] = selection[1]  # the run takes another encoder's selection (`tune_encoder`)
@@ -638,4 +763,6 @@ def all_targets():
     elif RUNS:
         targets += [f"{RESULTS}/tables/{name}.{ext}" for name in TABLE_NAMES for ext in ("tex", "csv", "md", "html")]
         targets += [f"{RESULTS}/figures/{name}.{ext}" for name in FIGURE_NAMES for ext in ("pdf", "png", "html")]
+        targets += [f"{RESULTS}/tables/benchmark.{ext}" for ext in ("csv", "md", "html")]
+        targets += [f"{RESULTS}/figures/benchmark.{ext}" for ext in ("pdf", "png", "html")]
     return targets

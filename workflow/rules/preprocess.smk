@@ -38,6 +38,28 @@ for _source in ("coco", "voc", "nuswide", "aapd"):
             "{params.options} > {log} 2>&1"
 
 
+# Datasets of one's own: a `sources` entry of kind csv (one CSV/TSV file) or manifest (a folder
+# in the manifest format), named by its key (docs/extending.md). No code, one rule.
+rule prepare_own_dataset:
+    input:
+        own_source_input,
+    output:
+        manifest("{dataset}"),
+    log:
+        f"{LOGS}/preprocess/{{dataset}}.log",
+    benchmark:
+        f"{BENCHMARKS}/preprocess/{{dataset}}.tsv"
+    wildcard_constraints:
+        dataset="|".join(OWN_SOURCES) or "NO_SOURCE_OF_ONES_OWN",
+    conda:
+        CONDA_ENV
+    params:
+        out=folder_of("output"),
+        command=own_source_command,
+    shell:
+        "python -m mscl {params.command} --out {params.out} > {log} 2>&1"
+
+
 rule mimic_split_lists:
     input:
         split_list_input,

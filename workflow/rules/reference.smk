@@ -22,5 +22,11 @@ rule chance:
     params:
         data=folder_of("input.data"),
         out=folder_of("output.metrics"),
+        # A dataset of one's own names its family (built-in settings have theirs in mscl.layout).
+        family=lambda wildcards: (
+            f"--dataset-family {own_dataset_family(wildcards.dataset)}"
+            if own_dataset_family(wildcards.dataset)
+            else ""
+        ),
     shell:
-        "python -m mscl chance --data {params.data} --out {params.out} > {log} 2>&1"
+        "python -m mscl chance --data {params.data} --out {params.out} {params.family} > {log} 2>&1"

@@ -30,6 +30,7 @@ from typing import Any, Mapping
 
 from torch import Tensor, nn
 
+from mscl import registry
 from mscl.models.heads import LabelWiseLinear, ProjectionHead
 
 __all__ = [
@@ -46,16 +47,9 @@ __all__ = [
     "validated_spec",
 ]
 
-# kind -> the modality of its inputs (decides transforms, views and the default optimiser).
-ENCODER_MODALITY = {
-    "resnet": "image",
-    "torchvision": "image",
-    "cifar_resnet": "image",
-    "hf": "text",
-    "llama_lora": "text",
-    "plm_icd": "text",
-    "mlp": "tabular",
-}
+# Built-in kind -> the modality of its inputs (decides transforms, views and the default
+# optimiser): mscl.registry's list, the one place that names them (a plugin adds its own there).
+ENCODER_MODALITY = registry.BUILTIN_ENCODER_KINDS
 ENCODER_KINDS = tuple(ENCODER_MODALITY)
 # kind -> (module, builder function taking (validated spec, num_labels)).
 _BUILDERS: dict[str, tuple[str, str]] = {
@@ -152,13 +146,30 @@ def build_encoder(spec: Mapping[str, Any], num_labels: int) -> Encoder:
     if not isinstance(spec, Mapping):
         raise ValueError(f"encoder spec must be a mapping with a 'kind' key, got {type(spec).__name__}. Fix: write e.g. {{kind: resnet, arch: resnet50, weights: none}}")
     kind = spec.get("kind")
-    if kind not in ENCODER_KINDS:
-        raise ValueError(f"encoder spec key 'kind': unknown encoder kind {kind!r}. Fix: use one of {list(ENCODER_KINDS)}")
+    if kind not in registry.encoder_kinds():
+        raise ValueError(registry.unknown_name_message("encoder kind", kind, registry.encoder_kinds(), "encoder spec key 'kind'"))
     if isinstance(num_labels, bool) or not isinstance(num_labels, int) or num_labels <= 0:
         raise ValueError(f"num_labels must be a positive integer, got {num_labels!r}. Fix: pass the size of the label vocabulary")
-    module_name, function_name = _BUILDERS[kind]
-    builder = getattr(importlib.import_module(module_name), function_name)
-    return builder(spec, num_labels)
+    if kind in _BUILDERS:
+        module_name, function_name = _BUILDERS[kind]
+        return getattr(importlib.import_module(module_name), function_name)(spec, num_labels)
+    return _plugin_encoder(registry.plugin_encoder(kind), spec, num_labels)
+
+
+def _plugin_encoder(entry: registry.PluginEncoder, spec: Mapping[str, Any], num_labels: int) -> Encoder:
+    """A registered kind's encoder, checked to be what the training loop drives: an nn.Module
+    with a positive `output_dim` and the registered modality."""
+    encoder = entry.builder(dict(spec), num_labels)
+    where = f"encoder kind {entry.kind!r} (registered by {entry.source})"
+    if not isinstance(encoder, nn.Module):
+        raise ValueError(f"{where}: the builder returned {type(encoder).__name__}, not a torch.nn.Module. Fix: return a subclass of mscl.models.Encoder")
+    dim = getattr(encoder, "output_dim", None)
+    if isinstance(dim, bool) or not isinstance(dim, int) or dim <= 0:
+        raise ValueError(f"{where}: the encoder's output_dim is {dim!r}. Fix: set `output_dim` to the width of h (forward's [B, output_dim])")
+    encoder.modality = entry.modality
+    if not hasattr(encoder, "spec"):
+        encoder.spec = dict(spec)
+    return encoder
 
 
 def prefix_spec(spec: Mapping[str, Any]) -> dict[str, Any]:

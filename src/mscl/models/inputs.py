@@ -14,7 +14,8 @@ from typing import Any, Mapping
 
 from torch import Tensor
 
-from mscl.models import ENCODER_MODALITY, Encoder
+from mscl import registry
+from mscl.models import Encoder
 
 
 class InputFeatures(Encoder):
@@ -34,7 +35,7 @@ class InputFeatures(Encoder):
 def input_features(encoder_spec: Mapping[str, Any], image_size: int) -> InputFeatures:
     """The identity encoder for data an `encoder_spec` reads (its kind sets the modality);
     ValueError for text, or a tabular spec without `input_dim`."""
-    modality = ENCODER_MODALITY.get(encoder_spec.get("kind"))
+    modality = registry.encoder_modality(encoder_spec.get("kind"))
     if modality == "tabular":
         if not isinstance(encoder_spec.get("input_dim"), int):
             raise ValueError("method 'logreg' reads the features as they are, so the mlp encoder spec needs its input_dim. Fix: set encoder.spec.input_dim")

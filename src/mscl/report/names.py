@@ -236,13 +236,18 @@ def in_scope(artifact: str, dataset: str, role: str) -> bool:
     return (scope_datasets is None or dataset in scope_datasets) and (scope_roles is None or role in scope_roles)
 
 
-def collect_options(runs: Iterable[Sequence[Any]], datasets: Mapping[str, Named], encoders: Mapping[str, Named]) -> str:
-    """`python -m mscl collect`'s --dataset-names, --encoder-names, --paper-datasets and
-    --paper-encoders (shell-quoted) for the datasets and encoders of the grid's runs
-    ((dataset, encoder, ...) tuples)."""
+def collect_options(
+    runs: Iterable[Sequence[Any]], datasets: Mapping[str, Named], encoders: Mapping[str, Named], methods: Mapping[str, str]
+) -> str:
+    """`python -m mscl collect`'s --dataset-names, --encoder-names, --method-names,
+    --paper-datasets and --paper-encoders (shell-quoted) for the datasets, encoders and methods
+    of the grid's runs ((dataset, encoder, loss, ...) tuples); `methods` maps a method key to its
+    display name (mscl.registry: a plugin's loss by the name it registered)."""
+    runs = list(runs)
     ran = sorted({run[0] for run in runs}), sorted({run[1] for run in runs})
     options = ["--dataset-names", *(shlex.quote(f"{d}={datasets[d].display}") for d in ran[0])]
     options += ["--encoder-names", *(shlex.quote(f"{e}={encoders[e].display}") for e in ran[1])]
+    options += ["--method-names", *(shlex.quote(f"{m}={methods[m]}") for m in sorted({run[2] for run in runs}))]
     options += ["--paper-datasets", *(d for d in ran[0] if datasets[d].paper)]
     options += ["--paper-encoders", *(e for e in ran[1] if encoders[e].paper)]
     return " ".join(options)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
+from mscl import registry
 from mscl.data.stats_table import DISPLAY_NAMES as DATASET_DISPLAY_NAMES
 from mscl.layout import CHANCE, ENCODER_ROLES, REFERENCE_ROLE, REPORT_ROLES  # noqa: F401  (the roles `collect --roles` accepts)
 from mscl.metrics import DATASET_FAMILIES, FAMILY_MACRO_F1, MACRO_F1_CAML, MACRO_F1_PER_CLASS
@@ -33,22 +34,9 @@ ALL_METHOD_ORDER = (*METHOD_ORDER, "eq12", *BASELINE_METHODS, "logreg")
 # REFERENCE_ROLE, and the tables look it up there whatever the column's encoder; it has no
 # batch size either (bs0), so every batch-size selection keeps it.
 REFERENCE_METHODS = (CHANCE, *BASELINE_METHODS)
-METHOD_DISPLAY_NAMES = {
-    "all": "ALL",
-    "any": "ANY",
-    "mulsupcon": "MulSupCon",
-    "simdissim": "Sim-Dissim",
-    "jaccard": "Jaccard",
-    "proto": "Class proto",
-    "msc": "MSC",
-    "sim": "Sim only",
-    "dissim": "Dissim only",
-    "none": "No pretraining",
-    "bce": "Supervised BCE",
-    "eq12": "Eq. 12 as printed",
-    "logreg": "Logistic regression on inputs",
-    "chance": "Chance (label prior)",
-}
+# Every built-in method's display name: mscl.registry's lists, the one place that names them (a
+# plugin's loss carries its own, which `collect` records in all_runs.csv as method_display).
+METHOD_DISPLAY_NAMES = {**registry.BUILTIN_LOSSES, **registry.REFERENCE_METHODS}
 METHOD_COLOURS = {
     "all": "#0072B2",
     "any": "#56B4E9",
@@ -131,8 +119,9 @@ def dataset_name(key: str) -> str:
 
 
 def method_name(key: str) -> str:
-    """Paper name of a loss key (unknown keys, e.g. published SOTA models, as given)."""
-    return METHOD_DISPLAY_NAMES.get(key, key)
+    """Display name of a method key: built in, or registered by a plugin imported in this
+    process (unknown keys, e.g. published SOTA models, as given)."""
+    return registry.method_display(key)
 
 
 def method_colour(key: str) -> str:

@@ -55,7 +55,7 @@ from mscl.data.manifest import read_labels
 from mscl.errors import InputError
 from mscl.interrupt import exit_on_sigterm
 from mscl.io import write_json, write_text
-from mscl.losses import PROTOTYPE_LOSSES, SupervisedBCE, build_loss
+from mscl.losses import SupervisedBCE, build_loss, loss_options_taken
 from mscl.train.augment import color_views
 from mscl.train.decode import WORKERS, device_views, resolve_decode
 from mscl.train.features import VIEW_KEYS, extract_features, text_inputs
@@ -195,8 +195,10 @@ def build_model(spec: RunSpec, num_labels: int, device: torch.device) -> tuple[n
     if spec.loss.name == "bce":
         return encoder.to(device), nn.Linear(encoder.output_dim, num_labels).to(device), SupervisedBCE().to(device)
     head = ProjectionHead(encoder.output_dim, spec.pretrain.projection_dim)
-    run_options = {"num_labels": num_labels, "dim": spec.pretrain.projection_dim} if spec.loss.name in PROTOTYPE_LOSSES else {}
     try:
+        # The label count and the projection dimension, for a loss that takes them (prototypes).
+        run_values = {"num_labels": num_labels, "dim": spec.pretrain.projection_dim}
+        run_options = {key: value for key, value in run_values.items() if key in loss_options_taken(spec.loss.name)}
         loss_fn = build_loss(spec.loss, **run_options)
     except ValueError as error:
         raise InputError("--spec", str(error), "fix loss_options", field="loss_options")

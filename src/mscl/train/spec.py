@@ -17,9 +17,9 @@ from typing import Any, Mapping
 from mscl.defaults import MAX_SEED
 from mscl.errors import InputError
 from mscl.io import read_json
-from mscl.losses import LOSS_NAMES
+from mscl import registry
 from mscl.metrics import FAMILY_MACRO_F1
-from mscl.models import ENCODER_MODALITY
+from mscl.plugins import load_spec_plugins
 from mscl.tuning import UNTRAINED_METHODS  # noqa: F401  (re-exported: pretrain reads it here)
 # The loss spec, the phase blocks and the value checks live in the light mscl.train.settings
 # (the workflow checks the config with them); their names stay importable from here.
@@ -46,12 +46,17 @@ FOLDER_KINDS = ("hf", "llama_lora", "plm_icd")
 # simplest baseline, per-label logistic regression on the inputs themselves: the same probe on
 # an identity encoder (tabular features, or an image's pixels at the eval view; not for text).
 BASELINES = ("none", "bce", "logreg")
-METHODS = (*LOSS_NAMES, *BASELINES)
+
+
+def check_method(name: Any) -> None:
+    """A spec's `loss`: a built-in or registered loss, or a reference method (mscl.registry)."""
+    if name not in registry.method_names():
+        raise ValueError(registry.unknown_name_message("loss", name, registry.method_names(), "spec key 'loss'"))
 
 
 def resolve_pretrain(block: PretrainSpec, encoder_kind: str, batch_size: int) -> PretrainSpec:
     """Replace optimizer/lr/weight_decay "auto" by their values for this encoder and batch."""
-    modality = ENCODER_MODALITY[encoder_kind]
+    modality = registry.encoder_modality(encoder_kind)
     optimizer = block.optimizer if block.optimizer != "auto" else ("sgd" if modality == "image" else "adamw")
     if block.lr != "auto":
         lr = float(block.lr)
@@ -95,6 +100,9 @@ class RunSpec:
     # The dataset's family (mscl.metrics.FAMILY_MACRO_F1: what its macro_f1 means), for a dataset
     # of one's own (a csv or manifest source), whose name mscl.metrics.DATASET_FAMILIES lacks.
     dataset_family: str | None = None
+    # The plugins that registered this run's loss or encoder kind (mscl.plugins), each
+    # {plugin: as the config lists it, sha256: its file's hash}; imported before the spec is read.
+    plugins: tuple = ()
 
     @property
     def encoder_kind(self) -> str:
@@ -103,7 +111,7 @@ class RunSpec:
     @property
     def modality(self) -> str:
         """"image", "text" or "tabular"."""
-        return ENCODER_MODALITY[self.encoder_kind]
+        return registry.encoder_modality(self.encoder_kind)
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any]) -> "RunSpec":
@@ -120,7 +128,7 @@ class RunSpec:
         non_empty_string("dataset", data["dataset"])
         non_empty_string("encoder_name", data["encoder_name"])
         _check_encoder(data["encoder"])
-        one_of(METHODS)("loss", data["loss"])
+        check_method(data["loss"])
         int_at_least(1)("batch_size", data["batch_size"])
         seed = data.get("seed", 0)
         int_in(0, MAX_SEED)("seed", seed)
@@ -141,15 +149,18 @@ class RunSpec:
             probe=probe,
             tuned_encoder=data.get("tuned_encoder"),
             dataset_family=data.get("dataset_family"),
+            plugins=tuple(dict(entry) for entry in data.get("plugins") or ()),
         )
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready mapping, in the layout users write; `from_mapping(to_dict())` gives
         this spec back."""
         mapping = asdict(self)
-        for optional in ("tuned_encoder", "dataset_family"):
-            if mapping[optional] is None:
+        for optional in ("tuned_encoder", "dataset_family", "plugins"):
+            if not mapping[optional]:
                 del mapping[optional]  # the usual case: a spec without it reads, and resumes, as before
+        if "plugins" in mapping:
+            mapping["plugins"] = [dict(entry) for entry in mapping["plugins"]]
         loss = mapping.pop("loss")
         mapping["pretrain"]["temperature"] = loss["temperature"]
         return {**mapping, "loss": loss["name"], "loss_options": loss["options"]}
@@ -169,7 +180,8 @@ def pretrain_view(mapping: Mapping[str, Any]) -> dict[str, Any]:
 def _check_encoder(encoder: Any) -> None:
     if not isinstance(encoder, Mapping) or "kind" not in encoder:
         raise ValueError(f"spec key 'encoder' is {encoder!r}; fix: give a mapping with a 'kind' key")
-    one_of(tuple(ENCODER_MODALITY))("encoder.kind", encoder["kind"])
+    if encoder["kind"] not in registry.encoder_kinds():
+        raise ValueError(registry.unknown_name_message("encoder kind", encoder["kind"], registry.encoder_kinds(), "spec key 'encoder.kind'"))
     if encoder["kind"] in FOLDER_KINDS:
         non_empty_string("encoder.path", encoder.get("path"))
 
@@ -230,6 +242,8 @@ def load_spec(value: str, selected: Path | None = None) -> RunSpec:
     if selected is not None:
         mapping = with_selected_setting(mapping, selected)
     where = "--spec" if value.lstrip().startswith("{") else value
+    if isinstance(mapping, Mapping):
+        load_spec_plugins(mapping.get("plugins"), where)  # their names are valid from here on
     try:
         return RunSpec.from_mapping(mapping)
     except ValueError as error:
