@@ -419,12 +419,12 @@ def test_ddp_watchdog_names_a_rank_that_stays_behind() -> None:
 
 
 def test_ddp_watchdog_keeps_the_other_ranks_waiting_for_rank_0_while_it_responds() -> None:
-    """Rank 0 works alone for 3 times the rank limit: rank 1 waits at the end of the block,
+    """Rank 0 works alone for 2.5 times the rank limit: rank 1 waits at the end of the block,
     and no watchdog fails (rank 0 responds, and rank 1 stands at the same point). Beyond the
     limit for rank 0's work, rank 1 fails with a message saying what rank 0 did not finish."""
     from mscl.train.distributed import Limits
 
-    limits = Limits(rank_s=0.5, rank0_alone_s=5.0)
+    limits = Limits(rank_s=1.0, rank0_alone_s=10.0)
     rank0, rank1, failed0, failed1 = watchdog_pair(limits)
     for watchdog in (rank0, rank1):
         watchdog.start()
@@ -434,7 +434,7 @@ def test_ddp_watchdog_keeps_the_other_ranks_waiting_for_rank_0_while_it_responds
             time.sleep(seconds)
 
     try:
-        for what, seconds in (("epoch 1's checkpoint", 1.5), ("epoch 2's checkpoint", 0.0)):
+        for what, seconds in (("epoch 1's checkpoint", 2.5), ("epoch 2's checkpoint", 0.0)):
             worker = threading.Thread(target=rank0_works, args=(seconds, what))
             started = time.monotonic()
             worker.start()
@@ -445,7 +445,7 @@ def test_ddp_watchdog_keeps_the_other_ranks_waiting_for_rank_0_while_it_responds
             assert seconds <= waited <= seconds + 1.0, (what, waited)
         assert failed0.calls == failed1.calls == []
 
-        rank0.limits = rank1.limits = Limits(rank_s=0.5, rank0_alone_s=1.0)
+        rank0.limits = rank1.limits = Limits(rank_s=1.0, rank0_alone_s=1.0)
         worker = threading.Thread(target=rank0_works, args=(2.0, "epoch 3's log and convergence monitor"))
         worker.start()
         started = time.monotonic()
