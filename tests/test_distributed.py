@@ -8,6 +8,11 @@
 - `python -m torch.distributed.run --nproc_per_node 2 -m mscl pretrain` (the workflow's command)
   gives the weights of one process at the same global batch, and a DDP run stopped after its
   first epoch and resumed equals an uninterrupted one bit for bit.
+- A rank that hangs: the watchdog's diagnosis on made-up views; two watchdogs over one store
+  (a rank whose heartbeat stops is named, rank 0's work alone keeps the others waiting while
+  it responds, up to its own limit); and under torchrun, a rank stopped (SIGSTOP) mid-run
+  fails the job within MSCL_DDP_TIMEOUT_S with a message naming it.
+- `none` under torchrun: rank 0 saves the initial encoder alone, the other ranks exit.
 
 All test names carry `distributed` or `ddp`: `pytest -k "ddp or distributed"` runs them.
 """
@@ -16,9 +21,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import signal
 import socket
 import subprocess
 import sys
+import threading
+import time
 from datetime import timedelta
 from pathlib import Path
 
@@ -162,15 +171,15 @@ def tabular_manifest(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
-def torchrun(data: Path, out: Path, *extra: str) -> subprocess.Popen:
+def torchrun(data: Path, out: Path, *extra: str, spec: dict = DDP_SPEC, environment: dict[str, str] | None = None) -> subprocess.Popen:
     """The workflow's command for a 2-GPU encoder, on CPU (gloo), one thread a process."""
     command = [
         sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", "-m", "mscl", "pretrain",
-        "--data", str(data), "--spec", json.dumps(DDP_SPEC), "--out", str(out), *extra,
+        "--data", str(data), "--spec", json.dumps(spec), "--out", str(out), *extra,
     ]  # fmt: skip
     # This checkout's mscl first, as the workflow puts it (mscl.jobserver.run_jobs_from).
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO / "src"), os.environ.get("PYTHONPATH")])), OMP_NUM_THREADS="1")
-    return subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return subprocess.Popen(command, env={**env, **(environment or {})}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
 def finish(process: subprocess.Popen) -> str:
@@ -288,3 +297,264 @@ def test_a_distributed_rank_never_goes_through_the_job_server(monkeypatch, tmp_p
     monkeypatch.setenv("LOCAL_RANK", "1")
     assert jobserver.delegate(["pretrain"]) is None
     assert capsys.readouterr().err == ""
+
+
+# ------------------------------------------------------------------- a rank that hangs
+
+
+def view(at: str, count: int, at_for_s: float = 0.0, silent_for_s: float = 0.0, finished: bool = False):
+    from mscl.train.distributed import RankView
+
+    return RankView(at, count, at_for_s, silent_for_s, finished)
+
+
+def test_ddp_watchdog_names_the_ranks_behind_or_without_a_sign_of_life() -> None:
+    from mscl.train.distributed import hung_ranks
+
+    # Rank 0 has waited at step 7 for rank 1, still at step 6: named once the limit is reached.
+    waiting = {0: view("step 7", 7, at_for_s=4.9), 1: view("step 6", 6, at_for_s=30)}
+    assert hung_ranks(waiting, me=0, limit_s=5) == {}
+    waiting[0] = view("step 7", 7, at_for_s=5)
+    assert hung_ranks(waiting, me=0, limit_s=5) == {1: "rank 1 did not reach step 7 within 5 s (last seen at step 6)"}
+    # Whichever rank's watchdog looks, the diagnosis is the same; a rank behind diagnoses itself
+    # (one in an endless loop: its watchdog thread runs on).
+    assert hung_ranks(waiting, me=1, limit_s=5) == hung_ranks(waiting, me=0, limit_s=5)
+    # The waiting time is the first leader's: rank 2 only just arrived at step 7.
+    three = {0: view("step 7", 7, at_for_s=6), 1: view("step 6", 6), 2: view("step 7", 7, at_for_s=0.1)}
+    assert list(hung_ranks(three, me=2, limit_s=5)) == [1]
+    # A heartbeat that stopped names its rank wherever it is, with how long it has been silent.
+    stopped = {0: view("step 7", 7, at_for_s=9, silent_for_s=9), 1: view("step 7", 7, at_for_s=9, silent_for_s=5.04)}
+    assert hung_ranks(stopped, me=0, limit_s=5) == {1: "rank 1 stopped responding (no sign of life for 5.0 s; last seen at step 7)"}
+    # ... but never this rank's own (`me`: its watchdog is running), nor a finished rank's.
+    assert hung_ranks(stopped, me=1, limit_s=5) == {0: "rank 0 stopped responding (no sign of life for 9.0 s; last seen at step 7)"}
+    stopped[1] = view("step 7", 7, at_for_s=9, silent_for_s=60, finished=True)
+    assert hung_ranks(stopped, me=0, limit_s=5) == {}
+    # Several ranks, in rank order; one behind and silent is named for its silence, the cause.
+    several = {
+        0: view("epoch 2's checkpoint", 9, at_for_s=12), 1: view("step 8", 8, silent_for_s=12.3),
+        2: view("epoch 2's checkpoint", 9, silent_for_s=7), 3: view("step 8", 8),
+    }  # fmt: skip
+    assert hung_ranks(several, me=0, limit_s=5) == {
+        1: "rank 1 stopped responding (no sign of life for 12.3 s; last seen at step 8)",
+        2: "rank 2 stopped responding (no sign of life for 7.0 s; last seen at epoch 2's checkpoint)",
+        3: "rank 3 did not reach epoch 2's checkpoint within 5 s (last seen at step 8)",
+    }
+    # Every rank at one point and responding: working, or a collective that PyTorch's timeout ends.
+    assert hung_ranks({0: view("start-up", 0, at_for_s=900), 1: view("start-up", 0, at_for_s=900)}, me=0, limit_s=5) == {}
+
+
+class Failures:
+    """What a watchdog's `fail` receives, in place of stopping the test process."""
+
+    def __init__(self):
+        self.calls, self.times, self.event = [], [], threading.Event()
+
+    def __call__(self, message, silent) -> None:
+        self.calls.append((message, [state.pid for state in silent]))
+        self.times.append(time.monotonic())
+        self.event.set()
+
+
+def watchdog_pair(limits, store=None) -> tuple[object, object, Failures, Failures]:
+    """Watchdogs of ranks 0 and 1 of a 2-rank run in this process, sharing a store."""
+    from mscl.train.distributed import Ranks, Watchdog
+
+    store = store or torch.distributed.HashStore()
+    failures = Failures(), Failures()
+    rank0, rank1 = (Watchdog(Ranks(rank, 2, rank), store, limits, failures[rank]) for rank in (0, 1))
+    return rank0, rank1, *failures
+
+
+def test_ddp_watchdog_names_a_rank_whose_heartbeat_stops() -> None:
+    """Rank 1's watchdog stops without finishing (as a SIGSTOPped process's thread stops):
+    rank 0's watchdog names it once it has been silent for the limit, and not before."""
+    from mscl.train.distributed import Limits
+
+    limits = Limits(rank_s=1.0)
+    rank0, rank1, failed0, failed1 = watchdog_pair(limits)
+    rank0.start()
+    rank1.start()
+    try:
+        for step in (1, 2):
+            rank0.reached(f"step {step}")
+            rank1.reached(f"step {step}")
+            time.sleep(3 * rank0.tick_s)
+        rank1.stop(finished=False)
+        stopped = time.monotonic()
+        assert failed0.event.wait(10)
+    finally:
+        rank0.stop(finished=False)
+    message, silent = failed0.calls[0]
+    assert re.fullmatch(
+        r"pretrain: rank 1 stopped responding \(no sign of life for 1\.\d s; last seen at step 2\); stopping the run \(rank 0's watchdog, MSCL_DDP_TIMEOUT_S=1\)", message
+    ), message
+    assert silent == [os.getpid()]  # its published state, with the pid that stop_the_run would kill
+    # Silent for the limit since its last heartbeat, which came at most a tick before it stopped.
+    assert limits.rank_s - rank0.tick_s <= failed0.times[0] - stopped <= limits.rank_s + 3 * rank0.tick_s + 1.0
+    assert failed1.calls == []
+
+
+def test_ddp_watchdog_names_a_rank_that_stays_behind() -> None:
+    """Rank 1 responds but never reaches step 2 (an endless loop, a stuck data loader): once
+    rank 0 has waited there for the limit, both watchdogs name rank 1."""
+    from mscl.train.distributed import Limits
+
+    limits = Limits(rank_s=1.0)
+    rank0, rank1, failed0, failed1 = watchdog_pair(limits)
+    rank0.start()
+    rank1.start()
+    try:
+        rank0.reached("step 1")
+        rank1.reached("step 1")
+        time.sleep(3 * rank0.tick_s)
+        rank0.reached("step 2")
+        arrived = time.monotonic()
+        assert failed0.event.wait(10) and failed1.event.wait(10)
+    finally:
+        rank0.stop(finished=False)
+        rank1.stop(finished=False)
+    expected = "pretrain: rank 1 did not reach step 2 within 1 s (last seen at step 1); stopping the run (rank {}'s watchdog, MSCL_DDP_TIMEOUT_S=1)"
+    assert [failed0.calls, failed1.calls] == [[(expected.format(0), [])], [(expected.format(1), [])]]
+    assert limits.rank_s <= failed0.times[0] - arrived <= limits.rank_s + 3 * rank0.tick_s + 1.0
+
+
+def test_ddp_watchdog_keeps_the_other_ranks_waiting_for_rank_0_while_it_responds() -> None:
+    """Rank 0 works alone for 2.5 times the rank limit: rank 1 waits at the end of the block,
+    and no watchdog fails (rank 0 responds, and rank 1 stands at the same point). Beyond the
+    limit for rank 0's work, rank 1 fails with a message saying what rank 0 did not finish."""
+    from mscl.train.distributed import Limits
+
+    limits = Limits(rank_s=1.0, rank0_alone_s=10.0)
+    rank0, rank1, failed0, failed1 = watchdog_pair(limits)
+    for watchdog in (rank0, rank1):
+        watchdog.start()
+
+    def rank0_works(seconds: float, what: str) -> None:
+        with rank0.rank0_alone(what):
+            time.sleep(seconds)
+
+    try:
+        for what, seconds in (("epoch 1's checkpoint", 2.5), ("epoch 2's checkpoint", 0.0)):
+            worker = threading.Thread(target=rank0_works, args=(seconds, what))
+            started = time.monotonic()
+            worker.start()
+            with rank1.rank0_alone(what):
+                pass
+            waited = time.monotonic() - started
+            worker.join()
+            assert seconds <= waited <= seconds + 1.0, (what, waited)
+        assert failed0.calls == failed1.calls == []
+
+        rank0.limits = rank1.limits = Limits(rank_s=1.0, rank0_alone_s=1.0)
+        worker = threading.Thread(target=rank0_works, args=(2.0, "epoch 3's log and convergence monitor"))
+        worker.start()
+        started = time.monotonic()
+        with rank1.rank0_alone("epoch 3's log and convergence monitor"):
+            pass
+        waited = time.monotonic() - started
+        worker.join()
+    finally:
+        rank0.stop(finished=False)
+        rank1.stop(finished=False)
+    assert failed1.calls == [
+        (
+            "pretrain: rank 0 did not finish epoch 3's log and convergence monitor within 1 s, although it responds; "
+            "stopping the run (rank 1's watchdog, MSCL_DDP_RANK0_TIMEOUT_S=1)",
+            [],
+        )
+    ]
+    assert 1.0 <= waited <= 2.0
+    assert failed0.calls == []
+
+
+def test_ddp_timeouts_come_from_the_environment(monkeypatch) -> None:
+    from mscl.errors import InputError
+    from mscl.train.distributed import COLLECTIVE_MARGIN_S, Limits
+    from mscl.train.launch import DDP_RANK0_TIMEOUT_S, DDP_TIMEOUT_S, ddp_timeout_environment
+
+    monkeypatch.delenv("MSCL_DDP_TIMEOUT_S", raising=False)
+    monkeypatch.delenv("MSCL_DDP_RANK0_TIMEOUT_S", raising=False)
+    assert Limits.from_environment() == Limits(DDP_TIMEOUT_S, DDP_RANK0_TIMEOUT_S) == Limits(300.0, 3600.0)
+    assert ddp_timeout_environment(45) == {"MSCL_DDP_TIMEOUT_S": "45"}
+    monkeypatch.setenv("MSCL_DDP_TIMEOUT_S", ddp_timeout_environment(45)["MSCL_DDP_TIMEOUT_S"])
+    limits = Limits.from_environment()
+    assert limits == Limits(45.0, DDP_RANK0_TIMEOUT_S)
+    assert limits.collective == timedelta(seconds=45 + COLLECTIVE_MARGIN_S)
+    for bad in ("0", "-3", "five", "nan"):
+        monkeypatch.setenv("MSCL_DDP_RANK0_TIMEOUT_S", bad)
+        with pytest.raises(InputError, match=f"MSCL_DDP_RANK0_TIMEOUT_S='{bad}' is not a number of seconds > 0"):
+            Limits.from_environment()
+    with pytest.raises(ValueError, match="> 0"):
+        ddp_timeout_environment(0)
+
+
+@pytest.mark.slow
+def test_a_ddp_run_with_a_stopped_rank_fails_within_the_timeout_naming_it(tabular_manifest: Path, tmp_path: Path) -> None:
+    """The workflow's torchrun command with MSCL_DDP_TIMEOUT_S=5: rank 0 (which alone writes the
+    run's files, and whose process torchrun's store does not live in) is stopped by SIGSTOP in
+    the middle of the run. Rank 1's watchdog names it, kills it (a stopped process cannot act on
+    torchrun's SIGTERM) and torchrun fails: 5 s after the stop plus a tick, not after
+    PyTorch's collective timeout (65 s) or torchrun's 30 s grace for a stopped process."""
+    import psutil
+
+    from mscl.train.launch import ddp_timeout_environment
+
+    timeout_s, hung = 5, 0
+    spec = {**DDP_SPEC, "pretrain": {**DDP_SPEC["pretrain"], "epochs": 1000}}  # never reaches its end here
+    launched = torchrun(tabular_manifest, tmp_path / "out", spec=spec, environment=ddp_timeout_environment(timeout_s))
+    lines, training = [], threading.Event()
+
+    def read() -> None:
+        for line in launched.stdout:
+            lines.append(line)
+            if "pretrain epoch 3/1000" in line:
+                training.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    processes = []
+    try:
+        assert training.wait(120), "".join(lines)[-3000:]
+        processes = psutil.Process(launched.pid).children(recursive=True)
+        (rank,) = [process for process in processes if process.environ().get("RANK") == str(hung)]
+        rank.send_signal(signal.SIGSTOP)
+        stopped = time.monotonic()
+        launched.wait(timeout=60)
+        failed_after = time.monotonic() - stopped
+    finally:
+        for process in processes:  # nothing left behind, whatever happened
+            try:
+                process.send_signal(signal.SIGCONT)
+                process.kill()
+            except psutil.NoSuchProcess:
+                pass
+        launched.kill()
+        launched.wait()
+    reader.join(10)
+    output = "".join(lines)
+    assert launched.returncode != 0, output[-3000:]
+    assert timeout_s - 1 <= failed_after <= timeout_s + 8, (failed_after, output[-3000:])
+    # Where it was last seen is its last heartbeat's place: epochs here take less than a tick.
+    named = rf"pretrain: rank {hung} stopped responding \(no sign of life for \d+\.\d s; last seen at (start-up|step \d+|epoch \d+'s [a-z ]+)\); "
+    assert re.search(named + rf"stopping the run \(rank 1's watchdog, MSCL_DDP_TIMEOUT_S={timeout_s}\)\n", output), output[-3000:]
+    assert not re.search(r"rank 1 (stopped responding|did not reach)", output), output[-3000:]
+
+
+def test_ddp_launch_of_an_untrained_method_runs_on_rank_0_alone(tabular_manifest: Path, tmp_path: Path, monkeypatch, capsys) -> None:
+    """`none` started as 2 ranks: rank 1 exits at once, rank 0 saves the initial encoder as a
+    one-process run. Neither joins a process group: without MASTER_ADDR joining would fail."""
+    from mscl.__main__ import main as mscl_main
+
+    monkeypatch.delenv("MASTER_ADDR", raising=False)
+    spec = {**DDP_SPEC, "loss": "none"}
+    arguments = ["pretrain", "--data", str(tabular_manifest), "--spec", json.dumps(spec), "--out", str(tmp_path / "out")]
+    for rank in (1, 0):
+        monkeypatch.setenv("RANK", str(rank))
+        monkeypatch.setenv("LOCAL_RANK", str(rank))
+        monkeypatch.setenv("WORLD_SIZE", "2")
+        assert mscl_main(arguments) == 0
+        assert (tmp_path / "out").exists() == (rank == 0)
+    assert not torch.distributed.is_initialized()
+    assert sorted(path.name for path in (tmp_path / "out").iterdir()) == ["encoder.pt", "resolved_spec.json", "versions.json"]
+    assert json.loads((tmp_path / "out" / "versions.json").read_text())["world_size"] == 1
+    assert "method 'none' trains nothing: rank 0 saves the encoder alone, the other 1 rank(s) exit" in capsys.readouterr().err

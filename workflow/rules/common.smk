@@ -38,7 +38,7 @@ from mscl.layout import (
 )
 from mscl.plugins import plugins_of_run
 from mscl.tuning import UNTRAINED_METHODS, family_of, grid_settings
-from mscl.train.launch import export_encoder_gpus, share_local_gpus
+from mscl.train.launch import export_ddp_timeout, export_encoder_gpus, share_local_gpus
 from mscl.train.settings import settings_problem
 
 # The jobs and the job server run the same code as this Snakefile (mscl.jobserver.run_jobs_from).
@@ -644,8 +644,10 @@ def encoder_resources(stage):
     return {"gpu": gpus, "job_gpus": gpus, "mem_mb": mem_mb, "runtime": runtime}
 
 
-# For the SLURM profiles' GPU request of pretrain jobs (mscl.train.launch).
+# For the SLURM profiles' GPU request of pretrain jobs, and the DDP jobs' hung-rank timeout
+# (mscl.train.launch): environment variables, not params, since neither changes a result.
 export_encoder_gpus(config["encoders"])
+export_ddp_timeout(config["distributed"]["timeout_s"])
 
 
 def uses_prefix_cache(name):

@@ -23,26 +23,49 @@ before. What makes the N processes one run:
   from per-sample seeds the shared generator draws (`mscl.train.data.SeededViews`), so every
   sample is cropped as in one process.
 
+A rank that hangs instead of dying (a stopped process, a stuck data loader, an endless loop)
+would leave the others waiting in a collective. Every rank runs a `Watchdog`: it publishes
+where its rank is (the step it reached, a heartbeat) in torchrun's key-value store, which
+torchrun's agent serves and so answers while any rank hangs, reads the other ranks' places,
+and ends the run with a message naming the rank(s) that hold it up once one has been waited
+for $MSCL_DDP_TIMEOUT_S seconds (`mscl.train.launch`). PyTorch's own collective timeout is set
+a little longer, for what the watchdog cannot diagnose. It does not rely on that timeout
+reaching Python: under NCCL a timed-out collective aborts the process from NCCL's watchdog.
+
 """
 
 from __future__ import annotations
 
+import json
 import os
 import random
+import socket
+import sys
+import threading
+import time
 import warnings
-from dataclasses import dataclass
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
 from datetime import timedelta
+from typing import Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 import torch
 from torch import Tensor
 
 from mscl.errors import InputError
-from mscl.train.launch import RANK_VARIABLES
-# How long a rank waits in a collective for the others. Rank 0 alone writes checkpoints and
-# runs the convergence monitor between steps (a pass over train and val), so the others may
-# wait minutes; NCCL's default of 10 minutes is too short for a large model's monitor.
-COLLECTIVE_TIMEOUT = timedelta(hours=1)
+from mscl.train.launch import DDP_RANK0_TIMEOUT_ENV, DDP_RANK0_TIMEOUT_S, DDP_TIMEOUT_ENV, DDP_TIMEOUT_S, RANK_VARIABLES
+
+# Seconds a collective may run beyond the watchdog's limit before PyTorch ends it (gloo raises,
+# NCCL's watchdog aborts the process): long enough for the watchdog to act first and name the
+# rank that holds the run up; what it cannot diagnose (every rank at the same step and
+# responding, e.g. a deadlocked collective) this timeout ends.
+COLLECTIVE_MARGIN_S = 60.0
+# A rank's exit status when its watchdog stops the run (as coreutils' `timeout`).
+EXIT_HUNG = 124
+# Seconds a watchdog waits for an answer from torchrun's store (served by torchrun's agent
+# process on this node, so an answer takes milliseconds unless the agent itself is gone).
+STORE_TIMEOUT_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -95,9 +118,44 @@ def local_batch_size(batch_size: int, world_size: int) -> int:
     return batch_size // world_size
 
 
-def start(ranks: Ranks) -> torch.device:
-    """Join the process group (NCCL on CUDA, one GPU per local rank; gloo on CPU) and return
-    this rank's device."""
+@dataclass(frozen=True)
+class Limits:
+    """How long (seconds) the ranks of a run wait for one another."""
+
+    rank_s: float = DDP_TIMEOUT_S  # for a rank behind the others, or without a sign of life
+    rank0_alone_s: float = DDP_RANK0_TIMEOUT_S  # for rank 0's work alone, while it responds
+
+    @classmethod
+    def from_environment(cls) -> "Limits":
+        """$MSCL_DDP_TIMEOUT_S and $MSCL_DDP_RANK0_TIMEOUT_S, each defaulting to its constant."""
+        values = []
+        for name, default in ((DDP_TIMEOUT_ENV, DDP_TIMEOUT_S), (DDP_RANK0_TIMEOUT_ENV, DDP_RANK0_TIMEOUT_S)):
+            text = os.environ.get(name, "")
+            try:
+                value = float(text) if text else default
+            except ValueError:
+                value = float("nan")
+            if not value > 0:  # also NaN
+                raise InputError(
+                    "environment", f"{name}={text!r} is not a number of seconds > 0",
+                    f"set {name} to seconds (default {default:g}), or unset it",
+                )  # fmt: skip
+            values.append(value)
+        return cls(*values)
+
+    @property
+    def collective(self) -> timedelta:
+        """PyTorch's timeout for one collective: a little longer than the watchdog's limit."""
+        return timedelta(seconds=self.rank_s + COLLECTIVE_MARGIN_S)
+
+
+def start(ranks: Ranks, limits: Limits = Limits()) -> torch.device:
+    """Join the process group (NCCL on CUDA, one GPU per local rank; gloo on CPU), with
+    `limits.collective` as the collective timeout, and return this rank's device.
+
+    That timeout no longer covers rank 0's work alone (checkpoints, the convergence monitor,
+    minutes for a large model): the other ranks wait for it in the store, outside any
+    collective (`Watchdog.rank0_alone`)."""
     if torch.cuda.is_available():
         visible = torch.cuda.device_count()
         if ranks.local_rank >= visible:
@@ -107,9 +165,9 @@ def start(ranks: Ranks) -> torch.device:
             )  # fmt: skip
         device = torch.device("cuda", ranks.local_rank)
         torch.cuda.set_device(device)
-        torch.distributed.init_process_group("nccl", timeout=COLLECTIVE_TIMEOUT, device_id=device)
+        torch.distributed.init_process_group("nccl", timeout=limits.collective, device_id=device)
         return device
-    torch.distributed.init_process_group("gloo", timeout=COLLECTIVE_TIMEOUT)
+    torch.distributed.init_process_group("gloo", timeout=limits.collective)
     return torch.device("cpu")
 
 
@@ -210,3 +268,246 @@ def decided_by_rank0(flag: bool, device: torch.device) -> bool:
     value = torch.tensor([int(flag)], device=device)
     torch.distributed.broadcast(value, src=0)
     return bool(value.item())
+
+
+# ---------------------------------------------------------------------------- watchdog
+
+
+@dataclass(frozen=True)
+class Published:
+    """What a rank's watchdog writes to the store at every tick."""
+
+    beat: int  # ticks so far: moves while the process runs and no code holds Python's lock
+    count: int  # points reached so far; every rank passes the same points in the same order
+    at: str  # the last point reached: "start-up", "step 7", "epoch 2's checkpoint"
+    finished: bool  # the rank has left the run normally
+    pid: int
+    host: str
+
+
+@dataclass(frozen=True)
+class RankView:
+    """A rank as one watchdog sees it, in seconds of that watchdog's clock."""
+
+    at: str
+    count: int
+    at_for_s: float  # since it was first seen at this point
+    silent_for_s: float  # since its heartbeat last moved
+    finished: bool = False
+
+
+def hung_ranks(views: Mapping[int, RankView], me: int, limit_s: float) -> dict[int, str]:
+    """The ranks that hold the run up, each with what it failed to do (empty: none).
+
+    A rank holds the run up when its heartbeat has not moved for `limit_s` (a stopped process,
+    or one stuck in code that holds Python's lock), wherever it is, or when the furthest ranks
+    have waited `limit_s` at a point it has not reached. Its place is the last one it
+    published, at most a tick old. Not suspects: ranks that left the run normally, and this
+    rank (`me`) for its heartbeat, which is running. Ranks that all stand at one point and
+    respond are not diagnosed: each may be working (a long start-up), and a collective that
+    hangs there ends by PyTorch's timeout."""
+    furthest = max(view.count for view in views.values())
+    leaders = [view for view in views.values() if view.count == furthest]
+    waited_s = max(view.at_for_s for view in leaders)
+    hung = {}
+    for rank, view in sorted(views.items()):
+        if view.finished:
+            continue
+        if rank != me and view.silent_for_s >= limit_s:
+            hung[rank] = f"rank {rank} stopped responding (no sign of life for {view.silent_for_s:.1f} s; last seen at {view.at})"
+        elif view.count < furthest and waited_s >= limit_s:
+            hung[rank] = f"rank {rank} did not reach {leaders[0].at} within {limit_s:g} s (last seen at {view.at})"
+    return hung
+
+
+def stop_the_run(message: str, silent: Sequence[Published]) -> None:
+    """A watchdog's way out: print `message` to the job's log, SIGKILL the ranks without a sign
+    of life, and end this process with EXIT_HUNG; torchrun then ends the other ranks.
+
+    os._exit, not sys.exit: this runs in the watchdog's thread, while the main thread may be
+    blocked in a collective. The silent ranks are killed here because a stopped or frozen
+    process cannot act on the SIGTERM torchrun sends first, and when a worker fails torchrun
+    waits 30 s before its SIGKILL (fixed in torch 2.15: --shutdown-timeout does not apply)."""
+    print(message, file=sys.stderr, flush=True)
+    for rank in silent:
+        kill_sibling(rank.pid, rank.host)
+    os._exit(EXIT_HUNG)
+
+
+def kill_sibling(pid: int, host: str) -> None:
+    """SIGKILL process `pid` and its children (DataLoader workers) if it is another rank of
+    this run: on this host and a child of this process's parent (torchrun's agent)."""
+    import psutil  # a Snakemake dependency, as in mscl.interrupt
+
+    if host != socket.gethostname() or pid == os.getpid():
+        return
+    try:
+        rank = psutil.Process(pid)
+        if rank.ppid() != os.getppid():
+            return
+        processes = rank.children(recursive=True) + [rank]
+    except psutil.NoSuchProcess:
+        return
+    for process in processes:
+        try:
+            process.kill()
+        except psutil.NoSuchProcess:
+            pass
+
+
+Failure = Callable[[str, Sequence[Published]], None]
+
+
+class Watchdog:
+    """One rank's watch over a distributed run (module docstring); `watch` starts and stops it.
+
+    The training loop says where the rank is (`reached`) and wraps rank 0's work alone in
+    `rank0_alone`. A thread publishes this rank's place and heartbeat in `store` every `tick_s`
+    seconds and reads the other ranks'; once `hung_ranks` names a rank, it calls
+    `fail(message, published states of the named ranks without a sign of life)`:
+    `stop_the_run` unless a test passes another."""
+
+    def __init__(self, ranks: Ranks, store: torch.distributed.Store, limits: Limits, fail: Failure = stop_the_run):
+        self.ranks, self.limits, self.fail = ranks, limits, fail
+        # The thread has a connection of its own: a connection serves one request at a time.
+        self.store, self._thread_store = store, store.clone()
+        self.tick_s = min(1.0, limits.rank_s / 10)
+        self.point = (0, "start-up")  # (count, at): replaced whole by the main thread, read by the thread
+        self.finished = False
+        self._beat = 0
+        self._rank0_works = 0  # rank0_alone blocks entered so far
+        # Per rank: its last published state (None: none yet) and the times (time.monotonic())
+        # at which its heartbeat and its count last changed.
+        self._seen: dict[int, tuple[Published | None, float, float]] = {}
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="mscl-ddp-watchdog", daemon=True)
+
+    def start(self) -> None:
+        now = time.monotonic()
+        self._seen = {rank: (None, now, now) for rank in range(self.ranks.world_size)}
+        self._thread.start()
+
+    def stop(self, finished: bool) -> None:
+        """Stop watching; `finished`: this rank leaves the run normally, which the others see
+        (a finished rank is no suspect, e.g. while rank 0 alone writes the final files)."""
+        self._stopping.set()
+        self._thread.join()
+        self.finished = finished
+        try:
+            self._publish()
+        except torch.distributed.DistError:
+            pass  # the store is gone (the process that served it has ended): nobody is watching
+
+    def reached(self, at: str) -> None:
+        """This rank got to point `at`. Every rank passes the same points in the same order."""
+        self.point = (self.point[0] + 1, at)
+
+    @contextmanager
+    def rank0_alone(self, what: str) -> Iterator[None]:
+        """Rank 0 does `what` alone in the body (writes files, runs the convergence monitor);
+        every rank enters, and the others wait at the end until rank 0 is done.
+
+        They wait in the store, not in a collective, whose timeout is set for a step: rank 0's
+        work may take minutes (a large model's monitor). They wait as long as rank 0 responds,
+        up to limits.rank0_alone_s; a rank 0 without a sign of life for limits.rank_s is caught
+        by the watchdog's thread. The wait polls, pausing 1 ms, then twice as long each time up
+        to a tick: a short piece of work costs the others little, and torchrun's SIGTERM ends
+        a sleep at once, where it would wait for a blocking store.wait to return."""
+        self.reached(what)
+        self._rank0_works += 1
+        done = f"rank 0 done {self._rank0_works}"
+        yield
+        if self.ranks.main:
+            self.store.set(done, "")
+            return
+        deadline, pause = time.monotonic() + self.limits.rank0_alone_s, 0.001
+        while not self.store.check([done]):
+            if time.monotonic() > deadline:
+                limit = self.limits.rank0_alone_s
+                self.fail(
+                    f"pretrain: rank 0 did not finish {what} within {limit:g} s, although it responds; stopping the run "
+                    f"(rank {self.ranks.rank}'s watchdog, {DDP_RANK0_TIMEOUT_ENV}={limit:g})",
+                    [],
+                )
+                return
+            time.sleep(pause)
+            pause = min(2 * pause, self.tick_s)
+
+    def _publish(self) -> None:
+        count, at = self.point
+        state = Published(self._beat, count, at, self.finished, os.getpid(), socket.gethostname())
+        self._thread_store.set(f"rank {self.ranks.rank}", json.dumps(asdict(state)))
+
+    def _views(self) -> dict[int, RankView]:
+        """Every rank's place as published, and for how long it has not changed."""
+        now, views = time.monotonic(), {}
+        for rank, (old, beat_since, count_since) in self._seen.items():
+            key = f"rank {rank}"
+            new = Published(**json.loads(self._thread_store.get(key))) if self._thread_store.check([key]) else old
+            if new is not None and (old is None or new.beat != old.beat):
+                beat_since = now
+            if new is not None and (old is None or new.count != old.count):
+                count_since = now
+            self._seen[rank] = (new, beat_since, count_since)
+            views[rank] = RankView(new.at, new.count, now - count_since, now - beat_since, new.finished) if new else RankView("start-up", 0, now - count_since, now - beat_since)
+        return views
+
+    def _watch(self) -> None:
+        while not self._stopping.wait(self.tick_s):
+            try:
+                self._beat += 1
+                self._publish()
+                views = self._views()
+            except torch.distributed.DistError:
+                continue  # the store is gone with torchrun's agent, which ends the job itself
+            hung = hung_ranks(views, self.ranks.rank, self.limits.rank_s)
+            if hung:
+                silent = [self._seen[rank][0] for rank in hung if rank != self.ranks.rank and views[rank].silent_for_s >= self.limits.rank_s]
+                message = (
+                    f"pretrain: {'; '.join(hung.values())}; stopping the run "
+                    f"(rank {self.ranks.rank}'s watchdog, {DDP_TIMEOUT_ENV}={self.limits.rank_s:g})"
+                )  # fmt: skip
+                self.fail(message, [state for state in silent if state is not None])
+                return
+
+
+class Unwatched:
+    """A one-process run's stand-in for a Watchdog: nobody to wait for."""
+
+    def reached(self, at: str) -> None:
+        pass
+
+    @contextmanager
+    def rank0_alone(self, what: str) -> Iterator[None]:
+        yield
+
+
+UNWATCHED = Unwatched()
+
+
+def agent_store() -> torch.distributed.Store:
+    """A connection to the store of this run's rendezvous (MASTER_ADDR:MASTER_PORT, set by
+    torchrun), in a namespace of the watchdog's own. Under torchrun that store is served by
+    torchrun's agent process, not by rank 0, so it answers while any rank hangs."""
+    store = torch.distributed.TCPStore(
+        os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), is_master=False, timeout=timedelta(seconds=STORE_TIMEOUT_S)
+    )
+    # A worker group that torchrun restarts (--max-restarts) finds the old group's keys there.
+    return torch.distributed.PrefixStore(f"mscl-watchdog/{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}/", store)
+
+
+@contextmanager
+def watch(ranks: Ranks, limits: Limits) -> Iterator[Watchdog | Unwatched]:
+    """A running Watchdog for a distributed run, stopped on the way out (`finished` unless
+    the body raised); a one-process run gets UNWATCHED."""
+    if not ranks.distributed:
+        yield UNWATCHED
+        return
+    watchdog = Watchdog(ranks, agent_store(), limits)
+    watchdog.start()
+    finished = False
+    try:
+        yield watchdog
+        finished = True
+    finally:
+        watchdog.stop(finished)

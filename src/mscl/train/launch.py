@@ -32,6 +32,11 @@ The SLURM profiles read every encoder's GPU count from $MSCL_ENCODER_GPUS
 (`export_encoder_gpus`): a profile's resource expression sees the job's wildcards and the
 environment, not the config.
 
+How long the ranks of a DDP job wait for a rank that hangs reaches the job through the
+environment too ($MSCL_DDP_TIMEOUT_S, `export_ddp_timeout`, from the config's
+`distributed.timeout_s`), not through its command line or run spec: Snakemake reruns a job
+whose params change, and a timeout changes no result.
+
 Standard library only: the workflow imports it while it parses, and `launch` must start fast.
 """
 
@@ -69,6 +74,17 @@ ASSIGNED_ENV = "MSCL_ASSIGNED_GPUS"
 POLL_S = 1.0
 WAIT_REPORT_S = 60.0
 NVIDIA_SMI_TIMEOUT_S = 20.0
+
+# Seconds the ranks of a DDP job wait for a rank that is behind them or shows no sign of life
+# before the job fails naming it (`mscl.train.distributed.Watchdog`). A step takes seconds;
+# 5 minutes leaves room for a slow rank without letting a hung one hold N GPUs for an hour.
+DDP_TIMEOUT_ENV = "MSCL_DDP_TIMEOUT_S"
+DDP_TIMEOUT_S = 300.0
+# Seconds the other ranks wait for rank 0's work alone (checkpoint writing, the convergence
+# monitor's pass over train and val) while rank 0 responds; one that stops responding fails
+# the job after DDP_TIMEOUT_S. A large model's monitor takes minutes, hence the hour.
+DDP_RANK0_TIMEOUT_ENV = "MSCL_DDP_RANK0_TIMEOUT_S"
+DDP_RANK0_TIMEOUT_S = 3600.0
 
 
 def visible_devices() -> list[str]:
@@ -246,3 +262,16 @@ def export_encoder_gpus(encoders: Mapping[str, Mapping[str, Any]]) -> None:
     their SLURM steps inherit it (sbatch --export=ALL), and the workflow sets it again
     wherever it parses."""
     os.environ[ENCODER_GPUS_ENV] = json.dumps({name: int(encoder["resources"]["gpu"]) for name, encoder in encoders.items()})
+
+
+def ddp_timeout_environment(timeout_s: float) -> dict[str, str]:
+    """The environment that gives a DDP job's ranks `timeout_s` seconds for a hung rank."""
+    if not timeout_s > 0:
+        raise ValueError(f"the DDP timeout must be a number of seconds > 0, got {timeout_s!r}")
+    return {DDP_TIMEOUT_ENV: f"{float(timeout_s):g}"}
+
+
+def export_ddp_timeout(timeout_s: float) -> None:
+    """Set $MSCL_DDP_TIMEOUT_S for the jobs this process starts (the workflow calls it while it
+    parses, from the config); jobs and their SLURM steps inherit it like $MSCL_ENCODER_GPUS."""
+    os.environ.update(ddp_timeout_environment(timeout_s))

@@ -31,7 +31,10 @@ unfinished.
 Started by torchrun with N > 1 processes, the same command trains one model on N devices
 (DDP, `mscl.train.distributed`): every rank computes the loss of the whole global batch of
 `batch_size` samples, rank 0 writes every file and the log, and every rank resumes from
-rank 0's checkpoint.
+rank 0's checkpoint. A rank that hangs fails the run after $MSCL_DDP_TIMEOUT_S seconds (300),
+with a message naming it (`distributed.Watchdog`). The untrained methods (`none`, `logreg`)
+have nothing to share: under torchrun rank 0 saves the initial encoder as the one process of
+the run, and the other ranks exit at once.
 """
 
 from __future__ import annotations
@@ -62,7 +65,7 @@ from mscl.train.features import VIEW_KEYS, extract_features, text_inputs
 from mscl.train.monitor import ridge_readout_map
 from mscl.train.data import TOKEN_DROP_RATE, Split, drop_tokens, load_split, make_loader, pretrain_dataset, standardize, worker_count
 from mscl.train import distributed
-from mscl.train.distributed import Ranks
+from mscl.train.distributed import UNWATCHED, Ranks, Unwatched, Watchdog
 from mscl.train.runtime import (
     autocast,
     capture_rng,
@@ -469,9 +472,10 @@ def resume(state: TrainingState, path: Path) -> None:
 # ------------------------------------------------------------------------------ loop
 
 
-def train_epoch(state: TrainingState, loader: torch.utils.data.DataLoader) -> dict[str, Any]:
+def train_epoch(state: TrainingState, loader: torch.utils.data.DataLoader, watchdog: Watchdog | Unwatched = UNWATCHED) -> dict[str, Any]:
     """Train the next epoch (steps_per_epoch optimisation steps), count it in `state`, and
-    return its train_log.csv row."""
+    return its train_log.csv row. Each step, and the epoch's end, tells `watchdog` (a
+    distributed run's) that this rank reached it."""
     spec, cfg, device = state.spec, state.spec.pretrain, state.device
     epoch, steps = state.epoch + 1, state.steps_per_epoch
     warmup = warmup_steps_for(state.total_steps, cfg.warmup_fraction)
@@ -483,6 +487,7 @@ def train_epoch(state: TrainingState, loader: torch.utils.data.DataLoader) -> di
     started = time.perf_counter()
     progress = tqdm(total=steps, desc=f"pretrain epoch {epoch}/{cfg.epochs}", disable=None if state.ranks.main else True, file=sys.stderr)
     for index, batch in zip(range(steps), loader):
+        watchdog.reached(f"step {state.step + index + 1}")
         lr = learning_rate(state.step + index, state.total_steps, warmup, cfg.lr)
         for group in state.optimizer.param_groups:
             group["lr"] = lr
@@ -500,6 +505,7 @@ def train_epoch(state: TrainingState, loader: torch.utils.data.DataLoader) -> di
             progress.set_postfix(loss=f"{loss_sum.item() / (index + 1):.4f}")
     progress.close()
     seconds = time.perf_counter() - started
+    watchdog.reached(f"the end of epoch {epoch}")
     if state.ranks.distributed:  # every rank's loss is the global batch's, except bce's local mean
         loss_sum = distributed.mean_over_ranks(loss_sum)
     mean_loss = loss_sum.item() / steps
@@ -566,24 +572,40 @@ def main(argv: Sequence[str] | None = None) -> int:
     exit_on_sigterm("pretrain: stopped by SIGTERM; the last epoch checkpoint stays and a rerun resumes from it")
     ranks = Ranks.from_environment()
     spec = load_spec(args.spec, args.selected)
+    if spec.loss.name in UNTRAINED_METHODS and ranks.distributed:
+        # Nothing to train, so nothing to share (the workflow starts these methods without
+        # torchrun): rank 0 is the one process of the run, without a process group or GPUs of
+        # the others, and the other ranks leave at once.
+        if not ranks.main:
+            return 0
+        print(f"pretrain: method {spec.loss.name!r} trains nothing: rank 0 saves the encoder alone, the other {ranks.world_size - 1} rank(s) exit", file=sys.stderr)
+        ranks = Ranks()
+    limits = distributed.Limits.from_environment() if ranks.distributed else distributed.Limits()
     vocabulary, train = validate_inputs(spec, args.data, ranks.world_size)
     if train.ignored_labels and ranks.main:
         print(f"pretrain: ignored {train.ignored_labels} train label(s) outside labels.txt", file=sys.stderr)
-    device = distributed.start(ranks) if ranks.distributed else pick_device()
+    device = distributed.start(ranks, limits) if ranks.distributed else pick_device()
     try:
-        return run(args, spec, vocabulary, train, device, ranks, checkpoint_interval_s)
+        with distributed.watch(ranks, limits) as watchdog:
+            return run(args, spec, vocabulary, train, device, ranks, checkpoint_interval_s, watchdog)
     finally:
         distributed.stop(ranks)
 
 
-def run(args: argparse.Namespace, spec: RunSpec, vocabulary: list[str], train: Split, device: torch.device, ranks: Ranks, checkpoint_interval_s: float) -> int:
-    """Pretrain as rank `ranks.rank` of `ranks.world_size` processes (one: the usual run)."""
+def run(
+    args: argparse.Namespace, spec: RunSpec, vocabulary: list[str], train: Split, device: torch.device, ranks: Ranks,
+    checkpoint_interval_s: float, watchdog: Watchdog | Unwatched = UNWATCHED,
+) -> int:  # fmt: skip
+    """Pretrain as rank `ranks.rank` of `ranks.world_size` processes (one: the usual run).
+
+    In a distributed run, rank 0's work alone (files, the convergence monitor) sits in
+    `watchdog.rank0_alone` blocks: the other ranks wait for it there, not in a collective."""
     cfg = spec.pretrain
     precision = resolve_precision(cfg.precision, device)
     versions = {**software_versions(device, precision), "world_size": ranks.world_size}
     generator = seed_everything(spec.seed)
-    if spec.loss.name in UNTRAINED_METHODS:  # nothing to train: rank 0 saves the initial encoder
-        return save_initial_encoder(spec, len(vocabulary), args.out, versions) if ranks.main else 0
+    if spec.loss.name in UNTRAINED_METHODS:  # nothing to train (always one process: main)
+        return save_initial_encoder(spec, len(vocabulary), args.out, versions)
     steps_per_epoch = steps_per_epoch_for(len(train), spec.batch_size, cfg.max_steps_per_epoch)
     state = start_training(spec, len(vocabulary), steps_per_epoch, generator, device, precision, ranks)
     distributed.seed_rank(spec.seed, ranks.rank)  # after the model: every rank starts from the same weights
@@ -593,27 +615,33 @@ def run(args: argparse.Namespace, spec: RunSpec, vocabulary: list[str], train: S
     checkpoint = out / "checkpoint.pt"
     if checkpoint.exists():
         resume(state, checkpoint)
-    if ranks.main:
-        out.mkdir(parents=True, exist_ok=True)
-        write_json(out / "resolved_spec.json", pretrain_view(spec.to_dict()))
-        # Where the training images were decoded: views differ slightly between the two (docs/gpu.md).
-        write_json(out / "versions.json", {**versions, "image_decode": getattr(loader.dataset, "decode", None)})
+    # Rank 0's work alone sits in rank0_alone blocks: the other ranks wait for it in the store,
+    # as long as rank 0 responds (up to $MSCL_DDP_RANK0_TIMEOUT_S, 3600 s), not in a collective,
+    # whose timeout ($MSCL_DDP_TIMEOUT_S + 60 s) is sized for a step, not for a monitor's pass.
+    monitor = None
+    with watchdog.rank0_alone("the outputs' set-up"):
+        if ranks.main:
+            out.mkdir(parents=True, exist_ok=True)
+            write_json(out / "resolved_spec.json", pretrain_view(spec.to_dict()))
+            # Where the training images were decoded: views differ slightly between the two (docs/gpu.md).
+            write_json(out / "versions.json", {**versions, "image_decode": getattr(loader.dataset, "decode", None)})
+            monitor = ReadoutMonitor(spec, args.data, vocabulary, args.prefix_cache, device, precision) if cfg.monitor_every else None
 
-    monitor = ReadoutMonitor(spec, args.data, vocabulary, args.prefix_cache, device, precision) if cfg.monitor_every and ranks.main else None
     started = last_checkpoint = time.perf_counter()
     while state.epoch < cfg.epochs:
-        row = train_epoch(state, loader)
+        row = train_epoch(state, loader, watchdog)
         epoch = state.epoch
-        if ranks.main:
-            row["val_map_readout"] = f"{monitor.value(state.encoder):.6f}" if monitor and monitor.due(epoch) else ""
-            append_log_row(out / "train_log.csv", row)
-            print(
-                f"pretrain epoch {epoch}/{cfg.epochs}: loss {row['loss']}, lr {row['lr']}, "
-                f"{row['samples_per_second']} samples/s, epoch {row['seconds']} s, elapsed {time.perf_counter() - started:.1f} s"
-                + (f", val mAP (ridge readout) {row['val_map_readout']}" if row["val_map_readout"] else ""),
-                file=sys.stderr,
-                flush=True,
-            )
+        with watchdog.rank0_alone(f"epoch {epoch}'s log and convergence monitor"):
+            if ranks.main:
+                row["val_map_readout"] = f"{monitor.value(state.encoder):.6f}" if monitor and monitor.due(epoch) else ""
+                append_log_row(out / "train_log.csv", row)
+                print(
+                    f"pretrain epoch {epoch}/{cfg.epochs}: loss {row['loss']}, lr {row['lr']}, "
+                    f"{row['samples_per_second']} samples/s, epoch {row['seconds']} s, elapsed {time.perf_counter() - started:.1f} s"
+                    + (f", val mAP (ridge readout) {row['val_map_readout']}" if row["val_map_readout"] else ""),
+                    file=sys.stderr,
+                    flush=True,
+                )
         stopping = args.stop_after_epoch == epoch
         # No checkpoint after the last epoch (unless asked to stop there): the final files follow.
         # Rank 0's clock decides for every rank: all of them take part in writing one.
@@ -622,15 +650,16 @@ def run(args: argparse.Namespace, spec: RunSpec, vocabulary: list[str], train: S
             checkpointing = distributed.decided_by_rank0(checkpointing, device)
         if checkpointing:
             saved = checkpoint_state(state)
-            if ranks.main:
-                save_checkpoint(checkpoint, saved)
+            with watchdog.rank0_alone(f"epoch {epoch}'s checkpoint"):
+                if ranks.main:
+                    save_checkpoint(checkpoint, saved)
             last_checkpoint = time.perf_counter()
         if stopping:
             if ranks.main:
                 print(f"pretrain: stopped after epoch {epoch} as asked (exit {EXIT_STOPPED})", file=sys.stderr)
             return EXIT_STOPPED
 
-    if not ranks.main:
+    if not ranks.main:  # leaves the run: rank 0's final files below keep no rank waiting
         return 0
     save_checkpoint(out / "head.pt", {k: v.detach().cpu() for k, v in state.head.state_dict().items()})
     save_checkpoint(out / "encoder.pt", trainable_state(state.encoder))  # last: its presence means done
