@@ -162,7 +162,7 @@ def register_pair_loss(name: str, weights: Callable[[Any], Any], display: str | 
 
 def register_loss(name: str, factory: Callable[..., Any], options: tuple[str, ...] | list[str] = (), display: str | None = None) -> None:
     """Register a whole loss module: `factory(temperature, **options)` builds it."""
-    _add_loss(name, factory, tuple(options), display)
+    _add_loss(name, factory, options if isinstance(options, str) else tuple(options), display)
 
 
 def register_encoder(kind: str, builder: Callable[..., Any], modality: str) -> None:
