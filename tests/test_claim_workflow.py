@@ -35,7 +35,10 @@ def test_claim_dry_run_is_the_documented_grid(tmp_path):
     counts = job_counts(output)
     assert counts["tuning_pretrain"] == counts["tuning_probe"] == 3 * (4 * 6 + 6) * 2
     assert counts["select_setting"] == 3 * 5
-    assert counts["pretrain"] == counts["probe"] == 10 * 10 + 4 * 3 * 5 + 7 * 10 + 9 * 10 + 3 * 4 * 10
+    assert counts["probe"] == 10 * 10 + 4 * 3 * 5 + 7 * 10 + 9 * 10 + 3 * 4 * 10
+    # The untrained references (none, logreg) of the three datasets' test runs x 10 seeds save
+    # their initial encoder (rule initial_encoder); every other run pretrains.
+    assert counts["initial_encoder"] == 3 * 2 * 10 and counts["pretrain"] == counts["probe"] - counts["initial_encoder"]
     assert "results/claim/runs/fashion_mnist/mlp-pixels/simdissim/bs64/seed9/probe/metrics.json" in output
     assert "results/claim/runs/fashion_mnist/mlp-pixels-2x/any/bs64/seed9/probe/metrics.json" in output
     assert "results/claim/runs/yeast/mlp-2x/mulsupcon/bs64/seed9/probe/metrics.json" in output
