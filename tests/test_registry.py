@@ -264,3 +264,27 @@ def test_the_weights_see_the_label_overlap_of_the_batch():
     overlap = label_overlap(index_labels(labels), torch.float64)
     assert overlap.sizes.tolist() == [2, 2, 0]
     assert overlap.intersection.tolist() == [[2, 1, 0], [1, 2, 0], [0, 0, 0]]
+
+
+def test_the_schemas_short_lists_are_the_packages_lists():
+    """The few closed lists the config schema still spells out (it is YAML: it cannot import
+    them) are checked against the one list each comes from: encoder roles (mscl.layout), the
+    families and modalities of a source of one's own, the source kinds."""
+    from pathlib import Path
+
+    import yaml
+
+    from mscl.defaults import CSV_MODALITIES
+    from mscl.layout import DATASET_FAMILY_NAMES, ENCODER_ROLES
+
+    schema = yaml.safe_load((Path(__file__).parents[1] / "workflow" / "schemas" / "config.schema.yaml").read_text())["properties"]
+    assert schema["encoders"]["additionalProperties"]["properties"]["role"]["enum"] == list(ENCODER_ROLES)
+    own = schema["sources"]["additionalProperties"]
+    csv_source, manifest_source = own["oneOf"]
+    for branch in (csv_source, manifest_source):
+        assert branch["properties"]["family"]["enum"] == [*DATASET_FAMILY_NAMES, None]
+    assert csv_source["properties"]["modality"]["enum"] == list(CSV_MODALITIES)
+    assert own["properties"]["kind"]["enum"] == [csv_source["properties"]["kind"]["const"], manifest_source["properties"]["kind"]["const"]]
+    # The names the schema no longer lists come from the registry and mscl.layout at parse time.
+    assert "enum" not in schema["experiments"]["additionalProperties"]["properties"]["losses"]["items"]
+    assert "enum" not in schema["datasets"]["items"]
