@@ -633,7 +633,12 @@ def build_loss(spec: LossSpec, **run_options) -> nn.Module:
     temperature and options, and the options the run fills in (`num_labels` and `dim`, for a
     loss that takes them)."""
     takes = loss_options_taken(spec.name)
-    build = LOSSES[spec.name][0] if spec.name in LOSSES else registry.plugin_loss(spec.name).factory
+    if spec.name in LOSSES:
+        build = LOSSES[spec.name][0]
+    elif (entry := registry.plugin_loss(spec.name)).weights is not None:
+        build = functools.partial(PairLoss, spec.name, entry.weights)  # a registered pair loss
+    else:
+        build = entry.factory
     options = {**spec.options, **run_options}
     unknown = set(options) - takes
     if unknown:

@@ -74,9 +74,13 @@ WHERE_TO_REGISTER = (
 
 @dataclass(frozen=True)
 class PluginLoss:
+    """A registered loss: a pair loss's weight function (mscl.losses builds its PairLoss), or
+    a whole module's factory (temperature, **options) -> torch.nn.Module."""
+
     name: str
     display: str
-    factory: Callable[..., Any]  # (temperature, **options) -> torch.nn.Module
+    weights: Callable[[Any], Any] | None
+    factory: Callable[..., Any] | None
     options: frozenset[str]
     source: str  # the plugin (as the config lists it) that registered it
 
@@ -131,18 +135,18 @@ def _taken_loss_names() -> dict[str, str]:
     return taken
 
 
-def _add_loss(name: str, factory: Callable[..., Any], options: Any, display: str | None) -> None:
+def _add_loss(name: str, weights: Callable[..., Any] | None, factory: Callable[..., Any] | None, options: Any, display: str | None) -> None:
     existing = _PLUGIN_LOSSES.get(name)
     if existing is not None and existing.source == _source():
         del _PLUGIN_LOSSES[name]  # the same plugin imported again (another config, a test)
     _check_name("loss", name, _taken_loss_names())
-    if not callable(factory):
+    if weights is None and not callable(factory):
         raise RegistrationError(f"loss {name!r}: the factory must be callable, got {type(factory).__name__}")
     if isinstance(options, str) or not all(isinstance(option, str) for option in options):
         raise RegistrationError(f"loss {name!r}: options must be a list of option names, got {options!r}")
     if display is not None and (not isinstance(display, str) or not display.strip()):
         raise RegistrationError(f"loss {name!r}: display must be a non-empty string, got {display!r}")
-    _PLUGIN_LOSSES[name] = PluginLoss(name, display or name, factory, frozenset(options), _source())
+    _PLUGIN_LOSSES[name] = PluginLoss(name, display or name, weights, factory, frozenset(options), _source())
 
 
 def register_pair_loss(name: str, weights: Callable[[Any], Any], display: str | None = None) -> None:
@@ -151,18 +155,12 @@ def register_pair_loss(name: str, weights: Callable[[Any], Any], display: str | 
     (0 where the pair is no positive), exactly as the built-in weight functions do."""
     if not callable(weights):
         raise RegistrationError(f"pair loss {name!r}: weights must be callable (LabelOverlap -> [B, B] tensor), got {type(weights).__name__}")
-
-    def factory(temperature: float) -> Any:
-        from mscl.losses import PairLoss
-
-        return PairLoss(name, weights, temperature)
-
-    _add_loss(name, factory, (), display)
+    _add_loss(name, weights, None, (), display)
 
 
 def register_loss(name: str, factory: Callable[..., Any], options: tuple[str, ...] | list[str] = (), display: str | None = None) -> None:
     """Register a whole loss module: `factory(temperature, **options)` builds it."""
-    _add_loss(name, factory, options if isinstance(options, str) else tuple(options), display)
+    _add_loss(name, None, factory, options if isinstance(options, str) else tuple(options), display)
 
 
 def register_encoder(kind: str, builder: Callable[..., Any], modality: str) -> None:
