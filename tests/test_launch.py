@@ -150,3 +150,20 @@ def test_versions_json_records_the_assigned_devices(monkeypatch):
     assert software_versions(torch.device("cpu"), "fp32")["assigned_gpus"] == "2,3"
     monkeypatch.delenv(launch.ASSIGNED_ENV)
     assert software_versions(torch.device("cpu"), "fp32")["assigned_gpus"] is None
+
+
+def test_an_mscl_command_runs_in_the_launching_process_holding_its_devices(tmp_path, monkeypatch):
+    """`launch -- python -m mscl CMD` of this interpreter runs CMD in the same process (no second
+    interpreter start), with the devices set before anything imports torch and still held."""
+    for key, value in environment(tmp_path).items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    seen = {}
+
+    def mscl_main(argv):
+        seen.update(argv=argv, devices=os.environ["CUDA_VISIBLE_DEVICES"])
+        seen["held"] = launch.try_claim(4, POOL.split(","), tmp_path / "locks", 1) is None  # 2 of 4 are taken
+        return 7
+
+    code = launch.main(["--gpus", "2", "--", sys.executable, "-m", "mscl", "probe", "--data", "d"], in_this_process=mscl_main)
+    assert code == 7 and seen == {"argv": ["probe", "--data", "d"], "devices": "0,1", "held": True}

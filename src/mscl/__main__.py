@@ -20,6 +20,7 @@ from mscl import jobserver
 from mscl.cli import commands, parse_args
 from mscl.errors import InputError
 from mscl.interrupt import stop_when_owner_ends
+from mscl.train import launch
 
 COMMANDS: dict[str, tuple[str, str]] = {
     "fetch-mimic-splits": ("mscl.data.mimic_splits", "copy or download the MIMIC split/top-50 lists and verify sha256"),
@@ -79,6 +80,8 @@ def main(argv: list[str] | None = None) -> int:
         parse_args(command, rest)  # exits on --help or a usage error; main(rest) parses again
     if command == "job-server":  # it watches its owner itself, must stay single-threaded, and its
         return jobserver.main(rest, run)  # workers run their jobs' commands with `run`, as a job would
+    if command == "launch":  # holds the job's GPUs, then runs an mscl command here (no second interpreter)
+        return launch.main(rest, in_this_process=main)
     stop_when_owner_ends()
     if command in jobserver.SERVED_COMMANDS and (code := jobserver.delegate(argv)) is not None:
         return code
