@@ -179,10 +179,9 @@ TESTS=(-m gpu tests/test_gpu.py)
 for name in $STAGES; do
     case $name in
         data)
-            # The images and the text data with the models in two processes at once (each is one core's work).
-            stage data "$OUT/data.log" bash -c '"$@" --prepare-only --cases resnet50 & images=$!
-                "$@" --prepare-only --cases roberta-base; texts=$?
-                wait $images && exit $texts' prepare "${BENCH[@]}"
+            # The images, and the text data with the models, in two processes at once (one core's work each).
+            stage data "$OUT/data.log" bash -c '"$@" --cases resnet50 & "$@" --cases roberta-base; texts=$?; wait $! && exit $texts' \
+                prepare "${BENCH[@]}" --prepare-only
             ;;
         tests)
             stage tests "$OUT/tests.log" "$PYTHON" -m pytest "${TESTS[@]}" -v -s -rA -p no:cacheprovider -o faulthandler_timeout=60

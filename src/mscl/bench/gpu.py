@@ -408,7 +408,7 @@ def format_rows(rows: Sequence[Row]) -> str:
         return "-" if value is None else format(value, spec)
 
     for row in rows:
-        what = row.what if row.error is None else f"FAILED: {row.error} ({row.what})"
+        what = row.what if row.error is None else f"FAILED: {row.error} -- {row.what}"
         lines.append(
             f"| {row.case:<20} | {number(row.pipeline_samples_per_s, ',.1f'):>18} | {number(row.bare_samples_per_s, ',.1f'):>14} | "
             f"{number(row.ratio, '.3f'):>13} | {number(row.epoch_start_s):>13} | {number(row.pipeline_peak_gib):>17} | "
