@@ -1,6 +1,6 @@
 """The GPU check made safe (tools/gpu_check.sh, `bench gpu`, docs/gpu.md): a case that raises
 costs its own row, a stage that hangs its own limit, SIGTERM ends a pytest session, and the
-limits fit the device call. The full-budget rehearsal is docs/records/gpu_check_rehearsal_*.txt."""
+limits fit the device call. The full-budget rehearsal is docs/records/gpu_check_rehearsal_6e8659a.txt."""
 
 from __future__ import annotations
 

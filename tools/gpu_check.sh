@@ -47,7 +47,9 @@ STAGES=${GPU_CHECK_STAGES:-$ALL_STAGES}
 declare -A LIMIT=([install]=15 [nvidia-smi]=5 [probe]=30
     [data]=60 [resnet50]=60 [roberta-base]=45 [tests]=90
     [resnet50-cpu-decode]=50 [llama-lora]=35 [plm-icd]=40 [losses]=20 [decode]=20)
-STARTED=$EPOCHREALTIME
+export LC_NUMERIC=C  # seconds with a decimal point, which awk reads
+now() { if [ -n "${EPOCHREALTIME:-}" ]; then echo "$EPOCHREALTIME"; else date +%s.%N; fi; }
+STARTED=$(now)
 mkdir -p "$OUT" "$WORK"
 SUMMARY=$OUT/gpu_check_summary.txt
 HEAD=$WORK/summary_head.txt
@@ -56,7 +58,7 @@ FAILED=()
 : >"$HEAD"
 rm -f "$TABLE" "$OUT/bench_gpu.json"
 
-elapsed() { awk -v since="$1" -v now="$EPOCHREALTIME" 'BEGIN { printf "%.1f", now - since }'; }
+elapsed() { awk -v since="$1" -v now="$(now)" 'BEGIN { printf "%.1f", now - since }'; }
 
 # The summary: the lines said so far, then the bench table as bench gpu last wrote it; replaced
 # whole (write beside it, then rename) so that it is complete whenever the call ends.
@@ -81,14 +83,14 @@ limited() {
     local name=$1 log=$2 limit left started rc
     shift 2
     limit=$(limit_of "$name")
-    left=$(awk -v budget="$BUDGET" -v since="$STARTED" -v now="$EPOCHREALTIME" -v margin="$KILL_AFTER" \
+    left=$(awk -v budget="$BUDGET" -v since="$STARTED" -v now="$(now)" -v margin="$KILL_AFTER" \
         'BEGIN { printf "%d", budget - (now - since) - margin - 1 }')
     [ "$left" -lt "$limit" ] && limit=$left
     if [ "$limit" -lt 1 ]; then
         STATUS="SKIPPED: the budget of $BUDGET s is spent" TOOK=0
         return
     fi
-    started=$EPOCHREALTIME
+    started=$(now)
     timeout --kill-after="$KILL_AFTER" "$limit" "$@" >>"$log" 2>&1
     rc=$?
     TOOK=$(elapsed "$started")
