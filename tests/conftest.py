@@ -1,9 +1,13 @@
 from __future__ import annotations
 
 import os
+import signal
+import sys
 from pathlib import Path
 
 import pytest
+
+from mscl.interrupt import EXIT_TERMINATED
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = REPO_ROOT / "tests" / "fixtures"
@@ -19,6 +23,63 @@ def pytest_configure(config: pytest.Config) -> None:
         import torch
 
         torch.backends.mkldnn.enabled = False
+
+
+# ------------------------------------------------------------- SIGTERM ends the session
+# A time limit (tools/gpu_check.sh's `timeout`, a CI job's) sends SIGTERM and expects the run to
+# end, with pytest's summary of what ran. By default SIGTERM kills pytest without one; worse, the
+# training commands that tests run in-process (pretrain, probe, cache-prefix) install a handler
+# that turns SIGTERM into SystemExit(143), which pytest reports as the current test's failure
+# before going on with the next test, until the limit's SIGKILL. So: SIGTERM raises
+# KeyboardInterrupt (pytest's own way to stop a session, summary included), reinstalled before
+# every test, and a test ended by the training commands' SystemExit(143) stops the session.
+# Once pytest has printed its summary the process leaves at once (os._exit): tearing down torch's
+# modules takes seconds on a loaded machine, longer than the limit's kill margin.
+_terminated = False
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, as the KeyboardInterrupt that ends a pytest session."""
+
+
+def _end_session(signum: int, frame: object) -> None:
+    global _terminated
+    _terminated = True
+    raise Terminated("SIGTERM: the session stops (tests/conftest.py)")
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    signal.signal(signal.SIGTERM, _end_session)
+
+
+def _default_sigterm_in_child() -> None:
+    if signal.getsignal(signal.SIGTERM) is _end_session:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+# Forked children (DataLoader workers, multiprocessing) end on SIGTERM as they did before.
+os.register_at_fork(after_in_child=_default_sigterm_in_child)
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    signal.signal(signal.SIGTERM, _end_session)  # a training command run by an earlier test replaced it
+
+
+def pytest_exception_interact(node: pytest.Item | pytest.Collector, call: pytest.CallInfo, report: pytest.TestReport) -> None:
+    error = call.excinfo.value if call.excinfo else None
+    if isinstance(error, SystemExit) and error.code == EXIT_TERMINATED:
+        global _terminated
+        _terminated = True
+        print(f"\n{node.nodeid}: ended by SIGTERM (SystemExit {EXIT_TERMINATED}); the session stops", file=sys.stderr, flush=True)
+        node.session.shouldstop = f"SIGTERM during {node.nodeid}"
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _terminated:
+        for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+            stream.flush()
+        os._exit(EXIT_TERMINATED)
 
 
 def config_with_tiny_encoders() -> dict:

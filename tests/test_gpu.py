@@ -299,8 +299,9 @@ def test_bench_gpu_runs_every_kind_of_case_at_toy_sizes_on_the_cpu(tmp_path: Pat
     argv = ["gpu", "--device", "cpu", "--cases", "resnet50", "losses", "decode", "--steps", "1", "--warmup", "1", "--repeats", "1",
             "--data-dir", str(tmp_path / "data"), "--json", str(out)]  # fmt: skip
     assert bench_main(argv) == 0
-    rows = json.loads(out.read_text())
+    rows = json.loads(out.read_text())["rows"]
     assert [row["case"] for row in rows] == ["resnet50", "losses L=87", "losses L=252"]
+    assert all(row["error"] is None for row in rows)
     # The toy pipeline rate is a difference of two short epochs' times (NaN where noise beats it).
     assert all(row["bare_samples_per_s"] > 0 and not row["pipeline_samples_per_s"] <= 0 for row in rows)
     printed = capsys.readouterr().out

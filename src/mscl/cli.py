@@ -636,8 +636,10 @@ def _bench_gpu(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--warmup", type=int, default=2, help="untimed steps before each loop (default 2)")
     parser.add_argument("--repeats", type=int, default=5, help="timed repetitions of the losses and decode cases, median (default 5)")
     parser.add_argument("--data-dir", type=Path, help="folder for the synthetic data, reused when already there (default: a temporary one)")
-    parser.add_argument("--models", type=Path, help="make-tiny-models output (default: written into a temporary folder; --set paper on CUDA)")
-    parser.add_argument("--json", type=Path, help="also write the table's rows to this JSON file")
+    parser.add_argument("--models", type=Path, help="make-tiny-models output, written there when absent (default: a temporary folder; --set paper on CUDA)")
+    parser.add_argument("--json", type=Path, help="also write the rows to this JSON file, rewritten after every case; rows of other cases already in it stay")
+    parser.add_argument("--table", type=Path, help="also write the table (device, every row of --json, decode figures) to this text file, rewritten after every case")
+    parser.add_argument("--prepare-only", action="store_true", help="write the data (--data-dir) and models (--models) the cases need, then stop")
 
 
 @command("bench plm_icd", doc_of="mscl.bench.plm_icd")

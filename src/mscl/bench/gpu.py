@@ -1,7 +1,8 @@
 """`python -m mscl bench gpu`: the pipeline's pretraining step against a bare loop of the same model.
 
     python -m mscl bench gpu [--device cuda|cpu] [--cases NAME ...] [--steps 30] [--warmup 2]
-                             [--data-dir DIR] [--models DIR] [--json PATH]
+                             [--data-dir DIR] [--models DIR] [--json PATH] [--table PATH]
+                             [--prepare-only]
 
 For each model case two loops train the same model with the same optimiser, batch size and
 precision, one after the other:
@@ -45,18 +46,40 @@ and two without a model:
 
 `--device cpu` runs every case at toy sizes (a two-stage CIFAR ResNet at 16 px, the tiny text models, 4 JPEGs) so that
 the suite can run this code; its figures mean nothing. docs/gpu.md has the measured table.
+
+A GPU is lent for minutes, so a failure costs only what failed:
+
+- every case runs in its own `try`: a case that raises (a CUDA out-of-memory error, nvJPEG
+  refused) gets a row holding its error, the CUDA memory it held is freed, the remaining cases
+  run, and the command exits 1 at the end (0 when every case measured);
+- `--json` and `--table` are rewritten (atomically) after every case, so a run stopped at any
+  point keeps every case it finished. Rows of cases this run does not measure stay in the
+  `--json` file, so that several runs of one case each (tools/gpu_check.sh runs each case in its
+  own time-limited process) fill one file and one table;
+- SIGTERM (a time limit) first prints every thread's stack to stderr: the log says where a case
+  hung;
+- `--prepare-only` writes the synthetic data (`--data-dir`) and the models (`--models`) the
+  cases need and stops: the GPU check's first, separately time-limited stage.
+
+For rehearsing that (tools/gpu_check.sh, tests/test_gpu_check.py), the environment variable
+MSCL_BENCH_GPU_FAULTS="CASE:raise,CASE:hang" makes the named cases raise or hang where they
+start.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
+import faulthandler
+import gc
 import math
+import os
 import shutil
+import signal
 import statistics
 import sys
 import tempfile
 import time
+import traceback
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -64,33 +87,69 @@ from typing import Any, Callable, Sequence
 import torch
 
 from mscl import cli
+from mscl.defaults import GPU_BENCH_CASES
 from mscl.defaults import GPU_MODEL_CASES as MODEL_CASES
+from mscl.errors import InputError
+from mscl.io import read_json, write_json, write_text
 # Synthetic data per device: (dataset, scale); a train split shorter than the longest timed
-# epoch is repeated (`tiled`). coco x 0.02: 1,640 train images; mimic3_full x 0.01: 477 notes.
+# epoch is repeated (`tiled`). coco x 0.01: 820 train images (1,224 JPEGs in all, which one core
+# of a loaded 2-core machine wrote in 24 s); mimic3_full x 0.01: 477 notes.
 DATA = {
-    "cuda": {"image": ("coco", 0.02), "text": ("mimic3_full", 0.01)},
+    "cuda": {"image": ("coco", 0.01), "text": ("mimic3_full", 0.01)},
     "cpu": {"image": ("coco", 0.0005), "text": ("mimic3_full", 0.0008)},
 }
 LOSS_SIZES = {"cuda": (8192, (8692, 25230)), "cpu": (64, (87, 252))}  # (anchors n, label spaces L)
 PROJECTION_DIM = 256  # config/paper.yaml: D_P
 
 
+FAULTS_ENV = "MSCL_BENCH_GPU_FAULTS"  # rehearsals only: "CASE:raise,CASE:hang" (module docstring)
+FAULT_KINDS = ("raise", "hang")
+CUDA_DESCRIPTIONS = {
+    "resnet50": "ResNet-50, 224 px, batch 256, JPEGs decoded on the GPU",
+    "resnet50-cpu-decode": "ResNet-50, 224 px, batch 256, JPEGs decoded by Pillow in the workers",
+    "roberta-base": "roberta-base config (random init), 512 tokens, batch 32",
+    "llama-lora": "Llama-3.1-8B design stand-in (hidden 512, 4 layers), LoRA r 16, 512 tokens, batch 32",
+    "plm-icd": "PLM-ICD on the roberta-base config, 3,072 tokens, batch 8, L = 8,692",
+}
+
+
 @dataclass
 class Row:
     case: str
     what: str
-    pipeline_samples_per_s: float
-    bare_samples_per_s: float
-    pipeline_peak_gib: float | None
-    bare_peak_gib: float | None
+    pipeline_samples_per_s: float | None = None
+    bare_samples_per_s: float | None = None
+    pipeline_peak_gib: float | None = None
+    bare_peak_gib: float | None = None
     epoch_start_s: float | None = None  # the pipeline's wait for an epoch's first batch
+    error: str | None = None  # why the case failed; its figures are None then
 
     @property
-    def ratio(self) -> float:
+    def ratio(self) -> float | None:
+        if self.pipeline_samples_per_s is None or self.bare_samples_per_s is None:
+            return None
         return self.pipeline_samples_per_s / self.bare_samples_per_s
 
 
 # ------------------------------------------------------------------------------ cases
+
+
+def case_description(name: str, device: torch.device) -> str:
+    """What case `name` measures on `device` (a failed case's row says it too)."""
+    if name == "losses":
+        anchors, label_spaces = LOSS_SIZES[device.type]
+        return f"Sim-Dissim label work, n = {anchors:,}, L = {' and '.join(f'{size:,}' for size in label_spaces)}"
+    if name == "decode":
+        return "JPEG views decoded and cut on the device against the CPU path's"
+    return CUDA_DESCRIPTIONS[name] if device.type == "cuda" else "toy size on the CPU (checks the code, not the speed)"
+
+
+def data_kind(case: str) -> str | None:
+    """The synthetic data a case reads: image (the ResNet cases, decode), text (the text models)
+    or none (losses)."""
+    if case.startswith("resnet50") or case == "decode":
+        return "image"
+    return "text" if case in MODEL_CASES else None
 
 
 def case_specs(device: torch.device, models: Path) -> dict[str, tuple[str, dict[str, Any]]]:
@@ -101,20 +160,12 @@ def case_specs(device: torch.device, models: Path) -> dict[str, tuple[str, dict[
         image = {"image_size": 224, "crop_scale_min": 0.2}
         sizes = {"image": 256, "text": 32, "plm": 8, "tokens": 512, "plm_tokens": 3072, "chunk": 128, "attention": 512}
         precision = "bf16"
-        describe = {
-            "resnet50": "ResNet-50, 224 px, batch 256, JPEGs decoded on the GPU",
-            "resnet50-cpu-decode": "ResNet-50, 224 px, batch 256, JPEGs decoded by Pillow in the workers",
-            "roberta-base": "roberta-base config (random init), 512 tokens, batch 32",
-            "llama-lora": "Llama-3.1-8B design stand-in (hidden 512, 4 layers), LoRA r 16, 512 tokens, batch 32",
-            "plm-icd": "PLM-ICD on the roberta-base config, 3,072 tokens, batch 8, L = 8,692",
-        }
     else:
         roberta, llama = models / "roberta", models / "llama"
         resnet = {"kind": "cifar_resnet", "widths": [8, 16], "blocks": 1}  # the same image path, a thousandth of ResNet-18's weights
         image = {"image_size": 16, "crop_scale_min": 0.2, "num_workers": 0}  # no worker processes to start for a code check
         sizes = {"image": 4, "text": 4, "plm": 2, "tokens": 64, "plm_tokens": 128, "chunk": 32, "attention": 16}
         precision = "fp32"
-        describe = dict.fromkeys(MODEL_CASES, "toy size on the CPU (checks the code, not the speed)")
     llama_spec = {"kind": "llama_lora", "path": str(llama), "max_length": sizes["tokens"], "lora_r": 16, "lora_alpha": 32,
                   "lora_dropout": 0.1, "bf16": precision == "bf16", "gradient_checkpointing": True}  # fmt: skip
     specs = {
@@ -126,7 +177,7 @@ def case_specs(device: torch.device, models: Path) -> dict[str, tuple[str, dict[
                      "attention_dim": sizes["attention"]}, sizes["plm"], {"lr": 2e-5}),  # fmt: skip
     }
     return {
-        name: (describe[name], {"encoder_name": name, "encoder": encoder, "batch_size": batch, "pretrain": {**pretrain, "precision": precision, "projection_dim": PROJECTION_DIM}})
+        name: (case_description(name, device), {"encoder_name": name, "encoder": encoder, "batch_size": batch, "pretrain": {**pretrain, "precision": precision, "projection_dim": PROJECTION_DIM}})
         for name, (encoder, batch, pretrain) in specs.items()
     }
 
@@ -142,15 +193,21 @@ def prepared_data(kind: str, device: torch.device, data_dir: Path) -> Path:
     return out
 
 
-def prepared_models(device: torch.device, models: Path | None, workdir: Path) -> Path:
-    """`make-tiny-models` output: --models when given, else written into the scratch folder
-    (the `paper` set on CUDA, the tiny set on the CPU)."""
-    if models is not None:
-        return models
+def prepared_models(device: torch.device, out: Path) -> Path:
+    """`make-tiny-models` output in `out` (the `paper` set on CUDA, the tiny set on the CPU),
+    written there unless an earlier run did; a folder holding anything else is an error."""
+    model_set = "paper" if device.type == "cuda" else "tiny"
+    info = out / "info.json"
+    if info.exists():
+        found = read_json(info, "make-tiny-models' info.json", "", f"delete {out} or give --models another folder").get("set")
+        if found == model_set:
+            return out
+        raise InputError(out, f"holds make-tiny-models --set {found}, while --device {device.type} needs --set {model_set}", "give --models another folder (it is written when absent)")
+    if out.exists() and any(out.iterdir()):
+        raise InputError(out, "is not a make-tiny-models output (no info.json), so it is not overwritten", "give --models an absent or empty folder")
     from mscl.demo.tiny_models import make_tiny_models
 
-    out = workdir / "models"
-    make_tiny_models(out, seed=0, model_set="paper" if device.type == "cuda" else "tiny")
+    make_tiny_models(out, seed=0, model_set=model_set)
     return out
 
 
@@ -347,13 +404,15 @@ def format_rows(rows: Sequence[Row]) -> str:
               f"| {'peak GiB pipeline':>17} | {'peak GiB bare':>13} | what")  # fmt: skip
     lines = [header, "|" + "|".join("-" * len(cell) for cell in header.split("|")[1:-1]) + "|------"]
 
-    def number(value: float | None) -> str:
-        return "-" if value is None else f"{value:.2f}"
+    def number(value: float | None, spec: str = ".2f") -> str:
+        return "-" if value is None else format(value, spec)
 
     for row in rows:
+        what = row.what if row.error is None else f"FAILED: {row.error} -- {row.what}"
         lines.append(
-            f"| {row.case:<20} | {row.pipeline_samples_per_s:>18,.1f} | {row.bare_samples_per_s:>14,.1f} | {row.ratio:>13.3f} | "
-            f"{number(row.epoch_start_s):>13} | {number(row.pipeline_peak_gib):>17} | {number(row.bare_peak_gib):>13} | {row.what}"
+            f"| {row.case:<20} | {number(row.pipeline_samples_per_s, ',.1f'):>18} | {number(row.bare_samples_per_s, ',.1f'):>14} | "
+            f"{number(row.ratio, '.3f'):>13} | {number(row.epoch_start_s):>13} | {number(row.pipeline_peak_gib):>17} | "
+            f"{number(row.bare_peak_gib):>13} | {what}"
         )
     return "\n".join(lines)
 
@@ -365,35 +424,149 @@ def device_line(device: torch.device) -> str:
     return f"bench gpu: {name}; torch {torch.__version__}, torchvision {torchvision.__version__}, CUDA {torch.version.cuda}, {torch.get_num_threads()} torch threads"
 
 
+def case_of(row_case: str) -> str:
+    """The case a row belongs to: "losses L=8692" -> "losses"."""
+    return row_case.split(" ")[0]
+
+
+class Report:
+    """The device line, the rows so far and the decode figures: what --json and --table hold,
+    both rewritten atomically whenever a case ends. Rows of cases not in `cases` that the
+    --json file already holds stay (in their order, before this run's)."""
+
+    def __init__(self, device: str, cases: Sequence[str], json_path: Path | None, table_path: Path | None):
+        self.device, self.json_path, self.table_path = device, json_path, table_path
+        self.rows: list[Row] = []
+        self.decode: list[str] = []
+        if json_path is not None and json_path.exists():
+            self.rows, decode = earlier_results(json_path)
+            self.rows = [row for row in self.rows if case_of(row.case) not in cases]
+            self.decode = [] if "decode" in cases else decode
+        self.write()
+
+    def add(self, rows: Sequence[Row], decode: Sequence[str]) -> None:
+        self.rows += rows
+        if decode:
+            self.decode = list(decode)
+        self.write()
+
+    def text(self) -> str:
+        return "\n".join([self.device, "", format_rows(self.rows), *(["", *self.decode] if self.decode else [])])
+
+    def write(self) -> None:
+        if self.json_path is not None:
+            rows = [{**asdict(row), "ratio": row.ratio} for row in self.rows]
+            write_json(self.json_path, {"device": self.device, "rows": rows, "decode": self.decode})
+        if self.table_path is not None:
+            write_text(self.table_path, self.text() + "\n")
+
+
+def earlier_results(path: Path) -> tuple[list[Row], list[str]]:
+    """The rows and decode lines of an earlier run's --json file."""
+    fix = "delete it or give --json another path"
+    earlier = read_json(path, "bench gpu's --json file", fix, fix)
+    fields = {field.name for field in dataclasses.fields(Row)}
+    try:
+        rows = [Row(**{key: value for key, value in row.items() if key in fields}) for row in earlier["rows"]]
+        return rows, [str(line) for line in earlier.get("decode", [])]
+    except (TypeError, KeyError, AttributeError):
+        raise InputError(path, "is not a bench gpu --json file (an object with a 'rows' list of rows, each with 'case' and 'what')", fix) from None
+
+
+def injected_faults(spec: str) -> dict[str, str]:
+    """MSCL_BENCH_GPU_FAULTS, "CASE:raise,CASE:hang", as {case: kind}."""
+    faults = {}
+    for item in filter(None, (part.strip() for part in spec.split(","))):
+        case, _, kind = item.partition(":")
+        if case not in GPU_BENCH_CASES or kind not in FAULT_KINDS:
+            raise InputError(None, f"{FAULTS_ENV}={spec!r}: {item!r} is not CASE:KIND", f"name a case of {', '.join(GPU_BENCH_CASES)} and a kind of {', '.join(FAULT_KINDS)}", field=FAULTS_ENV)
+        faults[case] = kind
+    return faults
+
+
+def fault_point(case: str, faults: dict[str, str]) -> None:
+    """Where an injected fault strikes: the start of `case`."""
+    kind = faults.get(case)
+    if kind == "raise":
+        raise RuntimeError(f"{case}: fault injected by {FAULTS_ENV}")
+    if kind == "hang":
+        print(f"bench gpu: {case}: hanging ({FAULTS_ENV})", flush=True)
+        while True:
+            time.sleep(60)
+
+
+def measure(case: str, device: torch.device, args: Any, data_dir: Path, models: Path) -> tuple[list[Row], list[str]]:
+    """Case `case`'s rows, or for decode its lines."""
+    kind = data_kind(case)
+    data = prepared_data(kind, device, data_dir) if kind else None
+    if case in MODEL_CASES:
+        what, mapping = case_specs(device, prepared_models(device, models) if kind == "text" else models)[case]
+        return [model_case(case, what, mapping, data, device, args.steps, args.warmup)], []
+    if case == "losses":
+        return losses_rows(device, args.repeats), []
+    size, count = (224, 256) if device.type == "cuda" else (16, 4)
+    return [], decode_lines(data, device, count, size, args.repeats)
+
+
+def free_device_memory(device: torch.device) -> None:
+    """Give back what a case held (a failed case's tensors too, once its traceback is gone)
+    before the next case starts."""
+    gc.collect()
+    if device.type == "cuda":
+        try:
+            torch.cuda.empty_cache()
+        except RuntimeError as error:  # a broken CUDA context: the next cases record it in their rows
+            print(f"bench gpu: could not free CUDA memory: {error}", file=sys.stderr, flush=True)
+
+
+def prepare(args: Any, device: torch.device, cases: Sequence[str]) -> int:
+    """--prepare-only: the data and models `cases` read, written into --data-dir and --models."""
+    kinds = sorted({kind for kind in map(data_kind, cases) if kind})
+    if (kinds and args.data_dir is None) or ("text" in kinds and args.models is None):
+        print("bench gpu: --prepare-only writes into --data-dir (and --models for the text cases); give them", file=sys.stderr)
+        return 2
+    for kind in kinds:
+        print(f"bench gpu: {kind} data in {prepared_data(kind, device, args.data_dir)}", flush=True)
+    if "text" in kinds:
+        print(f"bench gpu: models in {prepared_models(device, args.models)}", flush=True)
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = cli.parse_args("bench gpu", argv)
     device = torch.device(args.device)
     if device.type == "cuda" and not torch.cuda.is_available():
         print("bench gpu: no CUDA device is visible; use --device cpu for the toy sizes", file=sys.stderr)
         return 2
+    faults = injected_faults(os.environ.get(FAULTS_ENV, ""))
+    cases = [case for case in GPU_BENCH_CASES if case in args.cases]
+    if args.prepare_only:
+        return prepare(args, device, cases)
+    report = Report(device_line(device), cases, args.json, args.table)
+    print(report.device, flush=True)
     workdir = Path(tempfile.mkdtemp(prefix="mscl-bench-gpu-"))
-    data_dir = args.data_dir or workdir
-    data_dir.mkdir(parents=True, exist_ok=True)
-    print(device_line(device), flush=True)
-    rows: list[Row] = []
+    data_dir, models = args.data_dir or workdir, args.models or workdir / "models"
+    # A time limit's SIGTERM: the log shows where the case was (the process's own stderr: a
+    # caller's replacement, pytest's capture say, may have no file descriptor).
+    faulthandler.register(signal.SIGTERM, file=sys.__stderr__, chain=True)
+    failed = []
     try:
-        models = prepared_models(device, args.models, workdir) if set(args.cases) & {"roberta-base", "llama-lora", "plm-icd"} else Path()
-        specs = case_specs(device, models)
-        for name in [case for case in MODEL_CASES if case in args.cases]:
-            what, mapping = specs[name]
-            kind = "image" if name.startswith("resnet") else "text"
-            rows.append(model_case(name, what, mapping, prepared_data(kind, device, data_dir), device, args.steps, args.warmup))
-            print(format_rows(rows[-1:]).splitlines()[-1], flush=True)
-        if "losses" in args.cases:
-            rows += losses_rows(device, args.repeats)
-        print()
-        print(format_rows(rows))
-        if "decode" in args.cases:
-            size = 224 if device.type == "cuda" else 16
-            count = 256 if device.type == "cuda" else 4
-            print("\n" + "\n".join(decode_lines(prepared_data("image", device, data_dir), device, count, size, args.repeats)))
+        for case in cases:
+            try:
+                fault_point(case, faults)
+                rows, lines = measure(case, device, args, data_dir, models)
+            except Exception as error:  # an out-of-memory error, nvJPEG refused: it costs this case only
+                traceback.print_exc()
+                rows, lines = [Row(case, case_description(case, device), error=" ".join(f"{type(error).__name__}: {error}".split()))], []
+                failed.append(case)
+            free_device_memory(device)
+            report.add(rows, lines)
+            print("\n".join([*format_rows(rows).splitlines()[2:], *lines]), flush=True)
     finally:
+        faulthandler.unregister(signal.SIGTERM)
         shutil.rmtree(workdir, ignore_errors=True)
-    if args.json:
-        args.json.write_text(json.dumps([{**asdict(row), "ratio": row.ratio} for row in rows], indent=2) + "\n", encoding="utf-8")
-    return 0
+    print()
+    print(report.text())
+    if failed:
+        print(f"bench gpu: {len(failed)} case(s) failed: {', '.join(failed)} (their rows hold the error; tracebacks above)", file=sys.stderr)
+    return 1 if failed else 0
