@@ -395,8 +395,8 @@ def test_hub_names_pass_through_and_local_paths_are_checked(tiny: dict[str, Path
 @pytest.mark.parametrize(
     ("spec", "message"),
     [
-        ({"kind": "bert"}, "unknown encoder kind"),
-        ({"arch": "resnet18"}, "unknown encoder kind"),
+        ({"kind": "bert"}, "encoder kind 'bert', which is neither built in nor registered"),
+        ({"arch": "resnet18"}, "encoder kind None, which is neither built in nor registered"),
         ({"kind": "resnet", "arch": "resnet18"}, "'weights': is missing"),
         ({"kind": "resnet", "arch": "vgg16", "weights": "none"}, "'arch': unknown ResNet"),
         ({"kind": "resnet", "arch": "resnet18", "weights": "/no/such/file.pt"}, "'weights': file"),

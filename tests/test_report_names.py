@@ -194,7 +194,7 @@ def test_the_role_names_in_the_check_are_the_papers():
     ("config", "expected"),
     [
         ("config/paper.yaml", "--paper-datasets aapd coco mimic3_50 mimic3_full mimic4_icd10_50 mimic4_icd10_full mimic4_icd9_50 mimic4_icd9_full nuswide voc --paper-encoders llama-3.1-8b plm-icd resnet50 roberta-base "),
-        ("config.yaml", "'resnet8=ResNet-8 (for ResNet-50)' --paper-datasets --paper-encoders --out"),
+        ("config.yaml", "'resnet8=ResNet-8 (for ResNet-50)' --method-names all=ALL any=ANY 'dissim=Dissim only'"),
     ],
 )
 def test_the_workflow_hands_collect_the_names_and_the_papers_own(tmp_path, config, expected):

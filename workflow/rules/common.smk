@@ -137,10 +137,10 @@ def check_names():
                 where = f"config experiments.{block_name}.losses (in {config_files()})"
                 raise WorkflowError(registry.unknown_name_message("loss", loss, KNOWN_METHODS, where))
     for dataset in config["report"]["display"]:
-        if dataset not in config["datasets"]:
+        if dataset not in KNOWN_DATASETS:
             raise WorkflowError(
-                f"config report.display names {dataset!r}, which is not in `datasets` {config['datasets']}. "
-                f"Fix: name a dataset the config prepares, in {config_files()}"
+                f"config report.display names {dataset!r}, which is neither a built-in dataset setting nor a source "
+                f"of your own. Known: {', '.join(KNOWN_DATASETS)}. Fix: correct the name, in {config_files()}"
             )
 
 
