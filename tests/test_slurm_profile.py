@@ -253,3 +253,24 @@ def test_a_local_rule_runs_on_the_submit_host_under_the_slurm_executor(tmp_path)
     assert "localrule statistics_table:" in output
     assert (tmp_path / target).is_file()
     assert "sbatch" not in (calls.read_text() if calls.exists() else "")
+
+
+def test_untrained_references_ask_for_no_gpu_and_never_start_torchrun(tmp_path):
+    """`none` saves its encoder in rule initial_encoder, which no set-resources entry names: the
+    CPU partition, no GPU request, a one-process command, even for an encoder of 2 GPUs."""
+    overlay = tmp_path / "two_gpus.yaml"
+    overlay.write_text(yaml.safe_dump({"encoders": {"resnet8": {"resources": {"gpu": 2}}}}))
+    result = snakemake(
+        tmp_path, "-n", "--cores", DRY_RUN_CORES, "--configfile", str(REPO / "config.yaml"), str(overlay),
+        "--workflow-profile", str(PROFILES / "slurm"),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    jobs = parse_dry_run(result.stdout + result.stderr)
+    untrained = [job for job in jobs if job.rule == "initial_encoder"]
+    assert {job.wildcards["loss"] for job in untrained} == {"none"} and len(untrained) == 6
+    for job in untrained:
+        assert job.resources["gpu"] == "0" and "cpus_per_gpu" not in job.resources
+        assert job.resources["slurm_partition"] == SITE_PLACEHOLDERS["cpu"]
+        assert job.shell.startswith("python -m mscl launch --gpus 0 -- python -m mscl pretrain") and "torch.distributed" not in job.shell
+    trained = find(jobs, "pretrain", encoder="resnet8", loss="any")
+    assert trained.resources["gpu"] == "2" and "--gpus 2 --torchrun" in trained.shell

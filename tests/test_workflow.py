@@ -246,7 +246,7 @@ def test_paper_dry_run_from_the_repository_root_is_exactly_the_paper_grid(tmp_pa
     assert "Fix: set `sources.coco.root` in" in output and "config/paper.yaml" in output
 
 
-@pytest.mark.parametrize("inspection", ["--dag", "--rulegraph", "--summary", "--list-params-changes"])
+@pytest.mark.parametrize("inspection", ["--dag", "--rulegraph", "--summary"])
 def test_the_paper_grid_can_be_inspected_before_its_data_is_in_place(tmp_path, inspection):
     """As on a login node before the data is copied: every inspection works on config/paper.yaml
     whose roots are placeholders, with one warning per missing source."""
