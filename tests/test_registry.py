@@ -288,3 +288,11 @@ def test_the_schemas_short_lists_are_the_packages_lists():
     # The names the schema no longer lists come from the registry and mscl.layout at parse time.
     assert "enum" not in schema["experiments"]["additionalProperties"]["properties"]["losses"]["items"]
     assert "enum" not in schema["datasets"]["items"]
+
+
+def test_a_plugin_module_is_imported_by_name_and_hashed_by_its_file(tmp_path, monkeypatch):
+    (tmp_path / "mylab_losses.py").write_text(PLUGIN)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    [plugin] = plugins.load_plugins(["mylab_losses"])
+    assert plugin.path == tmp_path / "mylab_losses.py" and plugin.sha256 == __import__("hashlib").sha256(PLUGIN.encode()).hexdigest()
+    assert registry.plugin_sources(loss="twice_any") == ["mylab_losses"] and registry.method_display("twice_any") == "2 x ANY"

@@ -60,14 +60,14 @@ def load_plugin(reference: str, where: str = "plugins") -> Plugin:
     if not isinstance(reference, str) or not reference.strip():
         raise InputError(where, f"plugin {reference!r} is not a file path or module name", f"list a .py file or a module name ({DOCS})")
     if is_file_reference(reference):
-        path = Path(reference)
-        if not path.is_file():
+        module_file = Path(reference)
+        if not module_file.is_file():
             raise InputError(
                 where, f"plugin file {reference!r} does not exist (relative paths are read from the working directory {Path.cwd()})",
                 f"give the path of your plugin's .py file, relative to where snakemake runs, or an absolute one ({DOCS})",
             )  # fmt: skip
-        module_name = f"mscl_plugin_{hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:12]}_{path.stem}"
-        spec = importlib.util.spec_from_file_location(module_name, path)
+        module_name = f"mscl_plugin_{hashlib.sha256(str(module_file.resolve()).encode()).hexdigest()[:12]}_{module_file.stem}"
+        spec = importlib.util.spec_from_file_location(module_name, module_file)
         if spec is None or spec.loader is None:
             raise InputError(where, f"plugin file {reference!r} cannot be imported as Python", f"give a .py file ({DOCS})")
         module = importlib.util.module_from_spec(spec)
@@ -91,10 +91,12 @@ def load_plugin(reference: str, where: str = "plugins") -> Plugin:
             where, f"plugin {reference!r} raised {type(error).__name__}: {error} (at {frame.filename}:{frame.lineno})",
             f"fix the plugin; it must import without errors ({DOCS})",
         ) from None  # fmt: skip
-    module_file = getattr(sys.modules.get(reference), "__file__", None) if not is_file_reference(reference) else str(path)
-    if module_file is None:
-        raise InputError(where, f"plugin module {reference!r} has no file to hash", f"list a module that is a .py file ({DOCS})")
-    plugin = Plugin(reference, Path(module_file), _file_sha256(Path(module_file)))
+    if not is_file_reference(reference):
+        located = getattr(sys.modules.get(reference), "__file__", None)
+        if located is None:
+            raise InputError(where, f"plugin module {reference!r} has no file to hash", f"list a module that is a .py file ({DOCS})")
+        module_file = Path(located)
+    plugin = Plugin(reference, module_file, _file_sha256(module_file))
     _LOADED[reference] = plugin
     return plugin
 
