@@ -435,7 +435,7 @@ def source_input(fixed_source, manifest_dataset):
 
 def own_families_option():
     """`--families NAME=FAMILY ...` of the datasets of one's own ('' when there are none)."""
-    families = [f"{name}={own_dataset_family(name)}" for name in OWN_SOURCES if own_dataset_family(name)]
+    families = [f"{name}={family}" for name, family in OWN_FAMILIES.items() if family]
     return " ".join(["--families", *families]) if families else ""
 
 
@@ -519,11 +519,8 @@ def split_list_input(wildcards):
 
 def own_dataset_family(dataset):
     """The family of a dataset of one's own (a csv or manifest source): `family:` as configured,
-    else a csv file's modality's, else a manifest folder's stats.json family or modality's. None
-    for a built-in setting (mscl.layout knows its family)."""
-    block = OWN_SOURCES.get(dataset)
-    if block is None:
-        return None
+    else a csv file's modality's, else a manifest folder's stats.json family or modality's."""
+    block = OWN_SOURCES[dataset]
     if block.get("family"):
         return block["family"]
     if block["kind"] == "csv":
@@ -540,6 +537,12 @@ def own_dataset_family(dataset):
         f"modality. Fix: set `sources.{dataset}.family` (image, text, tabular or mimic) in {config_files()}"
     )
     return None
+
+
+# The family of each dataset of one's own the config prepares, worked out once (a manifest's may
+# take a read of its stats.json): the run specs, the label prior and the benchmark read it here.
+# Built-in settings have theirs in mscl.layout and no entry.
+OWN_FAMILIES = {name: own_dataset_family(name) for name in OWN_SOURCES if name in config["datasets"]}
 
 
 def encoder_spec(name):
@@ -583,8 +586,8 @@ def run_spec(stage):
         }
         if stage == "probe":
             spec["probe"] = {**config["training"]["probe"], **encoder["probe"]}
-        if own_dataset_family(wildcards.dataset):
-            spec["dataset_family"] = own_dataset_family(wildcards.dataset)
+        if OWN_FAMILIES.get(wildcards.dataset):
+            spec["dataset_family"] = OWN_FAMILIES[wildcards.dataset]
         # The plugins that registered the run's loss or encoder kind, with their content's hash:
         # editing a plugin reruns exactly the runs that use it (mscl.plugins).
         plugins = plugins_of_run(PLUGINS, wildcards.loss, encoder["spec"]["kind"])

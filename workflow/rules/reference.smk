@@ -24,9 +24,7 @@ rule chance:
         out=folder_of("output.metrics"),
         # A dataset of one's own names its family (built-in settings have theirs in mscl.layout).
         family=lambda wildcards: (
-            f"--dataset-family {own_dataset_family(wildcards.dataset)}"
-            if own_dataset_family(wildcards.dataset)
-            else ""
+            f"--dataset-family {OWN_FAMILIES[wildcards.dataset]}" if OWN_FAMILIES.get(wildcards.dataset) else ""
         ),
     shell:
         "python -m mscl chance --data {params.data} --out {params.out} {params.family} > {log} 2>&1"

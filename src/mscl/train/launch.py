@@ -4,8 +4,9 @@ Every pretrain, probe and cache-prefix rule runs its command through
 
     python -m mscl launch --gpus N [--torchrun] -- python -m mscl pretrain ...
 
-which takes the job's devices, then replaces itself (exec) by the command, or for `--torchrun`
-with N > 1 by one data-parallel run of N processes on this node (`mscl.train.distributed`):
+which takes the job's devices, then runs the command: an mscl command of this interpreter in
+this very process (no second interpreter start), any other by replacing itself (exec), and for
+`--torchrun` with N > 1 one data-parallel run of N processes on this node (`mscl.train.distributed`):
 
     python -m torch.distributed.run --standalone --nproc_per_node N -m mscl pretrain ...
 
