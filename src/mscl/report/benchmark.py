@@ -51,7 +51,7 @@ from mscl.errors import InputError
 from mscl.io import write_text
 from mscl.metrics import DATASET_FAMILIES, FAMILY_MACRO_F1
 from mscl.report import html
-from mscl.report.collect import load_runs, method_sort_key, parse_pairs, with_later_columns
+from mscl.report.collect import known_order_key, load_runs, method_sort_key, parse_pairs, with_later_columns
 from mscl.report.names import DATASET_NAMES
 from mscl.report.style import CHANCE, METRIC_DISPLAY_NAMES, REFERENCE_METHODS, metric_name
 from mscl.report.tables import (
@@ -97,13 +97,11 @@ def is_score(metric: str) -> bool:
 
 def dataset_sort_key(dataset: str) -> tuple[int, str]:
     """The paper's settings and the claim check's data in their order, then any other by key."""
-    order = list(DATASET_NAMES)
-    return (order.index(dataset), "") if dataset in order else (len(order), dataset)
+    return known_order_key(list(DATASET_NAMES), dataset)
 
 
 def metric_sort_key(metric: str) -> tuple[int, str]:
-    order = list(METRIC_DISPLAY_NAMES)
-    return (order.index(metric), "") if metric in order else (len(order), metric)
+    return known_order_key(list(METRIC_DISPLAY_NAMES), metric)
 
 
 def benchmark_frame(runs: pd.DataFrame, split: str = "test") -> pd.DataFrame:

@@ -366,11 +366,16 @@ def paper_runs(runs: pd.DataFrame) -> pd.DataFrame:
     return runs[np.asarray(keep, dtype=bool)]
 
 
+def known_order_key(order: Sequence[str], key: str) -> tuple[int, str]:
+    """Sort key of `key`: its place in `order`, then any key `order` lacks (a plugin's loss, a
+    dataset of one's own), by the key itself."""
+    return (order.index(key), "") if key in order else (len(order), key)
+
+
 def method_sort_key(loss: str) -> tuple[int, str]:
     """Report order of loss keys: the paper's and the claim check's methods in their order, then
     any other (a plugin's) by key."""
-    order = list(METHOD_DISPLAY_NAMES)
-    return (order.index(loss), "") if loss in order else (len(order), loss)
+    return known_order_key(list(METHOD_DISPLAY_NAMES), loss)
 
 
 def what_ran(runs: pd.DataFrame) -> WhatRan:
