@@ -386,19 +386,23 @@ def read_split_with_content(data_dir: str | Path, split: str, content: str, fix:
     return frame
 
 
-def read_labels(data_dir: str | Path) -> list[str]:
-    """The label vocabulary, checked: not empty, no label twice."""
+def read_labels(data_dir: str | Path, fix: str | None = None) -> list[str]:
+    """The label vocabulary, checked: present, not empty, no label twice (the line named). `fix`
+    is what every refusal tells a folder of one's own (prepare-manifest); a prepared folder's
+    say to prepare it (again)."""
     path = Path(data_dir) / "labels.txt"
     if not path.exists():
-        raise InputError(path, "label vocabulary not found", "run the preprocessing rule for this dataset first")
-    labels = [line for line in path.read_text(encoding="utf-8").splitlines() if line]
+        raise InputError(path, "label vocabulary not found", fix or "run the preprocessing rule for this dataset first")
+    labels, line_of = [], {}
+    for line, label in enumerate(path.read_text(encoding="utf-8-sig").splitlines(), start=1):
+        if not label:
+            continue
+        if label in line_of:
+            raise InputError(path, f"line {line} repeats label {label[:40]!r} of line {line_of[label]}", fix or rebuild_fix(data_dir), field=f"line {line}")
+        line_of[label] = line
+        labels.append(label)
     if not labels:
-        raise InputError(path, "the label vocabulary is empty", rebuild_fix(data_dir), field="labels")
-    seen: set[str] = set()
-    for label in labels:
-        if label in seen:
-            raise InputError(path, f"the label vocabulary lists {label[:40]!r} twice", rebuild_fix(data_dir), field="labels")
-        seen.add(label)
+        raise InputError(path, "the label vocabulary is empty", fix or rebuild_fix(data_dir), field="labels")
     return labels
 
 

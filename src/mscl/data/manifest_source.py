@@ -28,7 +28,7 @@ import pyarrow.parquet as pq
 from mscl import cli
 from mscl.data.csv_source import SHOWN_ID
 from mscl.data.images import require_image
-from mscl.data.manifest import CONTENT_COLUMNS, MODALITY, SPLITS, ManifestWriter, family_of
+from mscl.data.manifest import CONTENT_COLUMNS, MODALITY, SPLITS, ManifestWriter, family_of, read_labels
 from mscl.errors import InputError, shown
 from mscl.io import sha256_file
 from mscl.layout import DATASET_FAMILY_NAMES
@@ -38,23 +38,6 @@ FORMAT = "a folder in the manifest format (prepare-manifest)"
 COMPUTED_KEYS = ("modality", "feature_dim", "num_labels", "counts", "total", "avg_labels", "splits")
 BATCH_ROWS = 8192  # parquet rows checked and copied at a time
 FIX_FORMAT = "write the folder as docs/preprocessing.md describes (mscl.data.manifest)"
-
-
-def read_vocabulary(path: Path) -> list[str]:
-    """labels.txt's labels in order: it must exist, list a label, and list none twice."""
-    if not path.is_file():
-        raise InputError(path, "labels.txt not found", "write the label vocabulary into labels.txt, one label per line")
-    labels, line_of = [], {}
-    for line, label in enumerate(path.read_text(encoding="utf-8-sig").splitlines(), start=1):
-        if not label:
-            continue
-        if label in line_of:
-            raise InputError(path, f"line {line} repeats label {label[:SHOWN_ID]!r} of line {line_of[label]}", "list every label once", field=f"line {line}")
-        line_of[label] = line
-        labels.append(label)
-    if not labels:
-        raise InputError(path, "lists no label", "write the label vocabulary into labels.txt, one label per line")
-    return labels
 
 
 def read_input_stats(root: Path) -> dict[str, Any]:
@@ -200,7 +183,7 @@ def prepare(
         raise InputError(root, "manifest folder not found", "pass --root naming a folder with train/val/test.parquet and labels.txt")
     if Path(out).resolve() == root.resolve():
         raise InputError(out, "is the input folder itself", "pass an --out other than --root", field="--out")
-    vocabulary = read_vocabulary(root / "labels.txt")
+    vocabulary = read_labels(root, "write the label vocabulary into labels.txt, one label per line, each once")
     input_stats = read_input_stats(root)
     files = {split: open_split(root, split) for split in SPLITS}
     for split, handle in files.items():
