@@ -13,11 +13,13 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 from PIL import Image
+from test_curves import plugin_tags, read_curves
 
 from mscl.__main__ import main as mscl_main
 from mscl.data.manifest import write_dataset
 from mscl.models import build_encoder
 from mscl.errors import InputError
+from mscl.train.curves import EVENT_FILE_PREFIX
 from mscl.train.labels import LabelMatrix
 from mscl.train.pretrain import EXIT_STOPPED, build_model, learning_rate, warmup_steps_for
 from mscl.train.runtime import trainable_state
@@ -266,11 +268,17 @@ def test_pretrain_and_probe_run_end_to_end(
     assert probe(data, spec, tmp_path / "pre", tmp_path / "probe") == 0
 
     pre = tmp_path / "pre"
-    assert {p.name for p in pre.iterdir()} == {
+    assert {p.name for p in pre.iterdir() if not p.name.startswith(EVENT_FILE_PREFIX)} == {
         "encoder.pt", "head.pt", "train_log.csv", "resolved_spec.json", "versions.json"
     }  # fmt: skip: no checkpoint.pt once the run is done
     log = pd.read_csv(pre / "train_log.csv")
     assert log["epoch"].tolist() == [1] and log["steps"].tolist() == [2] and np.isfinite(log["loss"]).all()
+    # TensorBoard curves: a loss point every step of this 2-step epoch, the epoch's figures at its last step.
+    curves = read_curves(pre)
+    assert [step for step, _ in curves["train/loss"]] == [1, 2] and [step for step, _ in curves["train/lr"]] == [1, 2]
+    assert curves["epoch/loss"] == [(2, pytest.approx(log["loss"][0], abs=1e-6))]
+    assert {"epoch/lr", "epoch/samples_per_second", "epoch/seconds", "memory/host_peak_mib"} <= set(curves)
+    assert plugin_tags(pre, "text") == {"spec/text_summary"} and "_hparams_/session_start_info" in plugin_tags(pre, "hparams")
     versions = json.loads((pre / "versions.json").read_text())
     assert {"python", "torch", "torchvision", "transformers", "peft", "numpy", "device_name", "cuda"} <= set(versions)
     # Pretraining records the spec it reads: all but the probe block (mscl.train.spec.pretrain_view).
@@ -285,6 +293,10 @@ def test_pretrain_and_probe_run_end_to_end(
     scores = pq.read_table(tmp_path / "probe" / "test_scores.parquet").to_pandas()
     assert len(scores) == 12 and all(len(row) == 4 for row in scores["scores"])
     assert metrics["ignored_label_occurrences"]["train"] == (1 if kind != "resnet" else 0)
+    probe_curves = read_curves(tmp_path / "probe")
+    assert [step for step, _ in probe_curves["probe/train_loss"]] == [1, 2] and len(probe_curves["val/map"]) == 2
+    assert probe_curves["probe/selected_epoch"] == [(metrics["best_epoch"], metrics["best_epoch"])]
+    assert probe_curves["test/micro_f1"] == [(metrics["best_epoch"], pytest.approx(metrics["test"]["micro_f1"]))]
 
 
 @pytest.mark.slow
@@ -313,6 +325,9 @@ def test_resumed_run_equals_an_uninterrupted_run(kind: str, image_data: Path, te
     assert pd.read_csv(resumed / "train_log.csv")["epoch"].tolist() == [1, 2]
     straight_loss = pd.read_csv(straight / "train_log.csv")["loss"]
     assert pd.read_csv(resumed / "train_log.csv")["loss"].tolist() == straight_loss.tolist()
+    # The resumed run's TensorBoard curve is the uninterrupted run's, each step once.
+    assert read_curves(resumed)["train/loss"] == read_curves(straight)["train/loss"]
+    assert [step for step, _ in read_curves(resumed)["train/loss"]] == [1, 2, 3, 4]
 
 
 @pytest.mark.slow

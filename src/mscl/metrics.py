@@ -534,6 +534,17 @@ def evaluate(
     return results
 
 
+# Entries of `evaluate` (and of collect's bucket sizes) that count or configure rather than score;
+# every other entry is a score, a fraction in [0, 1].
+BOOKKEEPING_METRICS = ("threshold", "num_examples")
+BOOKKEEPING_SUFFIX = "_labels"  # num_labels, map_skipped_labels, bucket_head_labels, ...
+
+
+def is_score(metric: str) -> bool:
+    """Whether a metric entry is a score (not a count or the threshold)."""
+    return metric not in BOOKKEEPING_METRICS and not metric.endswith(BOOKKEEPING_SUFFIX)
+
+
 def _micro_f1_per_threshold(labels: Labels, scores: np.ndarray, grid: np.ndarray) -> np.ndarray:
     """Micro-F1 at ``score > t`` for every t of the ascending ``grid``, from one pass in row chunks.
 

@@ -16,10 +16,16 @@ KIB_PER_MIB = 1024.0  # ru_maxrss is in KiB on Linux
 
 def usage_line() -> str:
     """This process's CPU seconds (user + system, itself and its reaped children) and peak
-    resident memory (MiB), as a USAGE_LINE."""
+    resident memory (MiB, `peak_rss_mib`), as a USAGE_LINE."""
     own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
-    return USAGE_LINE.format(cpu_s=cpu, max_rss_mib=max(own.ru_maxrss, children.ru_maxrss) / KIB_PER_MIB)
+    return USAGE_LINE.format(cpu_s=cpu, max_rss_mib=peak_rss_mib())
+
+
+def peak_rss_mib() -> float:
+    """The peak resident memory (MiB) of this process or of the largest of its reaped children."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return max(own.ru_maxrss, children.ru_maxrss) / KIB_PER_MIB
 
 
 def parse_usage(text: str) -> dict[str, float] | None:

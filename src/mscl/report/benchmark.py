@@ -49,7 +49,7 @@ import pandas as pd
 from mscl import cli
 from mscl.errors import InputError
 from mscl.io import write_text
-from mscl.metrics import DATASET_FAMILIES, FAMILY_MACRO_F1
+from mscl.metrics import DATASET_FAMILIES, FAMILY_MACRO_F1, is_score
 from mscl.report import html
 from mscl.report.collect import known_order_key, load_runs, method_sort_key, parse_pairs, with_later_columns
 from mscl.report.names import DATASET_NAMES
@@ -72,10 +72,6 @@ from mscl.report.tables import (
 
 CSV_COLUMNS = ("dataset", "encoder", "method", "batch_size", "metric", "mean", "sd", "n")
 KEYS = ["dataset", "encoder", "method", "batch_size", "metric"]
-# Metric entries that count or configure rather than score (mscl.metrics.evaluate, collect's
-# bucket sizes): left out of the benchmark. Every other entry is a score, a fraction in [0, 1].
-BOOKKEEPING_METRICS = ("threshold", "num_examples")
-BOOKKEEPING_SUFFIX = "_labels"  # num_labels, map_skipped_labels, bucket_head_labels, ...
 # The metric each dataset family shows by default: mAP for images, as the paper's image table;
 # micro-F1 for text, tabular data and MIMIC, the F1 the paper reports for every dataset (it
 # reports mAP for images only).
@@ -88,11 +84,6 @@ TITLE = "Benchmark: every run"
 
 
 # ----------------------------------------------------------------------- the numbers
-
-
-def is_score(metric: str) -> bool:
-    """Whether a metric entry of all_runs.csv is a score (not a count or the threshold)."""
-    return metric not in BOOKKEEPING_METRICS and not metric.endswith(BOOKKEEPING_SUFFIX)
 
 
 def dataset_sort_key(dataset: str) -> tuple[int, str]:

@@ -36,7 +36,9 @@ environment, not the config.
 How long the ranks of a DDP job wait for a rank that hangs reaches the job through the
 environment too ($MSCL_DDP_TIMEOUT_S, `export_ddp_timeout`, from the config's
 `distributed.timeout_s`), not through its command line or run spec: Snakemake reruns a job
-whose params change, and a timeout changes no result.
+whose params change, and a timeout changes no result. So does whether a job writes TensorBoard
+curves, and how many points an epoch ($MSCL_TENSORBOARD, `export_curves`, from the config's
+`tensorboard` block; mscl.train.curves).
 
 Standard library only: the workflow imports it while it parses, and `launch` must start fast.
 """
@@ -87,6 +89,11 @@ DDP_TIMEOUT_S = 300.0
 # the job after DDP_TIMEOUT_S. A large model's monitor takes minutes, hence the hour.
 DDP_RANK0_TIMEOUT_ENV = "MSCL_DDP_RANK0_TIMEOUT_S"
 DDP_RANK0_TIMEOUT_S = 3600.0
+
+# TensorBoard curves of a training job (mscl.train.curves): "0" writes none, a positive integer
+# N about N loss points an epoch; unset: CURVE_POINTS_PER_EPOCH.
+CURVES_ENV = "MSCL_TENSORBOARD"
+CURVE_POINTS_PER_EPOCH = 50
 
 
 def visible_devices() -> list[str]:
@@ -291,3 +298,16 @@ def export_ddp_timeout(timeout_s: float) -> None:
     """Set $MSCL_DDP_TIMEOUT_S for the jobs this process starts (the workflow calls it while it
     parses, from the config); jobs and their SLURM steps inherit it like $MSCL_ENCODER_GPUS."""
     os.environ.update(ddp_timeout_environment(timeout_s))
+
+
+def curves_environment(enabled: bool, points_per_epoch: int) -> dict[str, str]:
+    """The environment that turns a job's TensorBoard curves off, or on at `points_per_epoch`."""
+    if enabled and not (isinstance(points_per_epoch, int) and points_per_epoch >= 1):
+        raise ValueError(f"the curve points per epoch must be an integer >= 1, got {points_per_epoch!r}")
+    return {CURVES_ENV: str(points_per_epoch) if enabled else "0"}
+
+
+def export_curves(enabled: bool, points_per_epoch: int) -> None:
+    """Set $MSCL_TENSORBOARD for the jobs this process starts (the workflow calls it while it
+    parses, from the config's `tensorboard` block), as `export_ddp_timeout` does."""
+    os.environ.update(curves_environment(enabled, points_per_epoch))

@@ -26,7 +26,8 @@ resuming).
 
 Outputs in --out: resolved_spec.json, versions.json, train_log.csv, head.pt and, written last,
 encoder.pt (the encoder's trainable parameters and buffers); checkpoint.pt only while the run is
-unfinished.
+unfinished; TensorBoard event files of the training curves (`mscl.train.curves`; a resumed run
+continues its curve), unless $MSCL_TENSORBOARD is 0.
 
 Started by torchrun with N > 1 processes, the same command trains one model on N devices
 (DDP, `mscl.train.distributed`): every rank computes the loss of the whole global batch of
@@ -60,6 +61,7 @@ from mscl.interrupt import exit_on_sigterm
 from mscl.io import write_json, write_text
 from mscl.losses import SupervisedBCE, build_loss, loss_options_taken
 from mscl.train.augment import color_views
+from mscl.train.curves import NO_CURVES, PRETRAIN_METRICS, Curves, curve_interval, open_curves, peak_memory, points_per_epoch
 from mscl.train.decode import WORKERS, device_views, resolve_decode
 from mscl.train.features import VIEW_KEYS, extract_features, text_inputs
 from mscl.train.monitor import ridge_readout_map
@@ -92,6 +94,8 @@ CHECKPOINT_FORMAT = 1
 # val_map_readout: the convergence monitor's val mAP (mscl.train.monitor), empty in epochs it skips.
 LOG_COLUMNS = ("epoch", "steps", "loss", "lr", "samples_per_second", "seconds", "val_map_readout")
 PROGRESS_EVERY = 10  # steps between progress-bar loss updates (each one syncs the GPU)
+# The train_log.csv columns that are also an epoch curve (`epoch/<column>`, mscl.train.curves).
+EPOCH_CURVES = ("loss", "lr", "samples_per_second", "seconds", "val_map_readout")
 
 
 # ------------------------------------------------------------------------ pure helpers
@@ -482,17 +486,22 @@ def resume(state: TrainingState, path: Path) -> None:
 # ------------------------------------------------------------------------------ loop
 
 
-def train_epoch(state: TrainingState, loader: torch.utils.data.DataLoader, watchdog: Watchdog | Unwatched = UNWATCHED) -> dict[str, Any]:
+def train_epoch(
+    state: TrainingState, loader: torch.utils.data.DataLoader, watchdog: Watchdog | Unwatched = UNWATCHED, curves: Curves = NO_CURVES
+) -> dict[str, Any]:
     """Train the next epoch (steps_per_epoch optimisation steps), count it in `state`, and
     return its train_log.csv row. Each step, and the epoch's end, tells `watchdog` (a
-    distributed run's) that this rank reached it."""
+    distributed run's) that this rank reached it; every `curve_interval` steps the mean loss
+    since the last point goes to `curves` (mscl.train.curves)."""
     spec, cfg, device = state.spec, state.spec.pretrain, state.device
     epoch, steps = state.epoch + 1, state.steps_per_epoch
+    every = curve_interval(steps, points_per_epoch()) if curves.on else 0
     warmup = warmup_steps_for(state.total_steps, cfg.warmup_fraction)
     parameters = [p for group in state.optimizer.param_groups for p in group["params"]]
     for module in (state.encoder, state.head, state.loss_fn):
         module.train()
     loss_sum = torch.zeros((), device=device)
+    curve_mark = torch.zeros((), device=device)  # loss_sum at the last curve point
     lr = 0.0
     started = time.perf_counter()
     progress = tqdm(total=steps, desc=f"pretrain epoch {epoch}/{cfg.epochs}", disable=None if state.ranks.main else True, file=sys.stderr)
@@ -510,6 +519,9 @@ def train_epoch(state: TrainingState, loader: torch.utils.data.DataLoader, watch
             nn.utils.clip_grad_norm_(parameters, cfg.grad_clip)
         state.optimizer.step()
         loss_sum += loss.detach()
+        if every and (index + 1) % every == 0:
+            curves.loss(state.step + index + 1, (loss_sum - curve_mark) / every, lr)
+            curve_mark = loss_sum.clone()
         progress.update()
         if (index + 1) % PROGRESS_EVERY == 0:
             progress.set_postfix(loss=f"{loss_sum.item() / (index + 1):.4f}")
@@ -570,6 +582,8 @@ def save_initial_encoder(spec: RunSpec, num_labels: int, out: Path, versions: di
     encoder = encoder_from_spec(spec, num_labels)
     out.mkdir(parents=True, exist_ok=True)
     write_json(out / "resolved_spec.json", pretrain_view(spec.to_dict()))
+    with open_curves(out) as curves:  # no curve: the spec and settings, for TensorBoard's HPARAMS table
+        curves.describe(pretrain_view(spec.to_dict()), "pretrain", ())
     finish_versions(out / "versions.json", versions)
     save_checkpoint(out / "encoder.pt", trainable_state(encoder))
     print(f"pretrain: method {spec.loss.name!r}: saved the encoder as initialised (no training)", file=sys.stderr)
@@ -630,45 +644,51 @@ def run(
     # whose timeout ($MSCL_DDP_TIMEOUT_S + 60 s) is sized for a step, not for a monitor's pass.
     # Where the training images were decoded: views differ slightly between the two (docs/gpu.md).
     versions["image_decode"] = getattr(loader.dataset, "decode", None)
-    monitor = None
+    monitor, curves = None, NO_CURVES
     with watchdog.rank0_alone("the outputs' set-up"):
         if ranks.main:
             out.mkdir(parents=True, exist_ok=True)
             write_json(out / "resolved_spec.json", pretrain_view(spec.to_dict()))
             write_json(out / "versions.json", versions)
             monitor = ReadoutMonitor(spec, args.data, vocabulary, args.prefix_cache, device, precision) if cfg.monitor_every else None
+            # TensorBoard curves (mscl.train.curves): a resumed run continues its curve, a fresh one starts anew.
+            curves = open_curves(out, resumed_step=state.step if state.epoch else None)
+            if not state.epoch:
+                curves.describe(pretrain_view(spec.to_dict()), "pretrain", PRETRAIN_METRICS)
 
     started = last_checkpoint = time.perf_counter()
-    while state.epoch < cfg.epochs:
-        row = train_epoch(state, loader, watchdog)
-        epoch = state.epoch
-        with watchdog.rank0_alone(f"epoch {epoch}'s log and convergence monitor"):
-            if ranks.main:
-                row["val_map_readout"] = f"{monitor.value(state.encoder):.6f}" if monitor and monitor.due(epoch) else ""
-                append_log_row(out / "train_log.csv", row)
-                print(
-                    f"pretrain epoch {epoch}/{cfg.epochs}: loss {row['loss']}, lr {row['lr']}, "
-                    f"{row['samples_per_second']} samples/s, epoch {row['seconds']} s, elapsed {time.perf_counter() - started:.1f} s"
-                    + (f", val mAP (ridge readout) {row['val_map_readout']}" if row["val_map_readout"] else ""),
-                    file=sys.stderr,
-                    flush=True,
-                )
-        stopping = args.stop_after_epoch == epoch
-        # No checkpoint after the last epoch (unless asked to stop there): the final files follow.
-        # Rank 0's clock decides for every rank: all of them take part in writing one.
-        checkpointing = stopping or (epoch < cfg.epochs and time.perf_counter() - last_checkpoint >= checkpoint_interval_s)
-        if ranks.distributed:
-            checkpointing = distributed.decided_by_rank0(checkpointing, device)
-        if checkpointing:
-            saved = checkpoint_state(state)
-            with watchdog.rank0_alone(f"epoch {epoch}'s checkpoint"):
+    with curves:
+        while state.epoch < cfg.epochs:
+            row = train_epoch(state, loader, watchdog, curves)
+            epoch = state.epoch
+            with watchdog.rank0_alone(f"epoch {epoch}'s log and convergence monitor"):
                 if ranks.main:
-                    save_checkpoint(checkpoint, saved)
-            last_checkpoint = time.perf_counter()
-        if stopping:
-            if ranks.main:
-                print(f"pretrain: stopped after epoch {epoch} as asked (exit {EXIT_STOPPED})", file=sys.stderr)
-            return EXIT_STOPPED
+                    row["val_map_readout"] = f"{monitor.value(state.encoder):.6f}" if monitor and monitor.due(epoch) else ""
+                    append_log_row(out / "train_log.csv", row)
+                    curves.scalars(state.step, {f"epoch/{key}": float(row[key]) for key in EPOCH_CURVES if row[key]} | peak_memory(device))
+                    print(
+                        f"pretrain epoch {epoch}/{cfg.epochs}: loss {row['loss']}, lr {row['lr']}, "
+                        f"{row['samples_per_second']} samples/s, epoch {row['seconds']} s, elapsed {time.perf_counter() - started:.1f} s"
+                        + (f", val mAP (ridge readout) {row['val_map_readout']}" if row["val_map_readout"] else ""),
+                        file=sys.stderr,
+                        flush=True,
+                    )
+            stopping = args.stop_after_epoch == epoch
+            # No checkpoint after the last epoch (unless asked to stop there): the final files follow.
+            # Rank 0's clock decides for every rank: all of them take part in writing one.
+            checkpointing = stopping or (epoch < cfg.epochs and time.perf_counter() - last_checkpoint >= checkpoint_interval_s)
+            if ranks.distributed:
+                checkpointing = distributed.decided_by_rank0(checkpointing, device)
+            if checkpointing:
+                saved = checkpoint_state(state)
+                with watchdog.rank0_alone(f"epoch {epoch}'s checkpoint"):
+                    if ranks.main:
+                        save_checkpoint(checkpoint, saved)
+                last_checkpoint = time.perf_counter()
+            if stopping:
+                if ranks.main:
+                    print(f"pretrain: stopped after epoch {epoch} as asked (exit {EXIT_STOPPED})", file=sys.stderr)
+                return EXIT_STOPPED
 
     if not ranks.main:  # leaves the run: rank 0's final files below keep no rank waiting
         return 0

@@ -32,8 +32,9 @@ paths give the same V (to float tolerance) and the same outputs.
 
 Outputs in --out: test_scores.parquet (columns id, labels = gold label names, scores = one
 float32 probability per label in labels.txt order, which the file's metadata also holds as
-`mscl.label_names`), metrics.json, probe_log.csv, resolved_spec.json, versions.json and
-the feature caches (none when V is streamed). metrics.json writes NaN (a metric with nothing
+`mscl.label_names`), metrics.json, probe_log.csv, resolved_spec.json, versions.json, the
+feature caches (none when V is streamed) and TensorBoard event files of the probe's curves
+(`mscl.train.curves`; none when $MSCL_TENSORBOARD is 0). metrics.json writes NaN (a metric with nothing
 to average) as null; its `feature_dim` is the width of one feature vector (d for PLM-ICD).
 """
 
@@ -61,6 +62,7 @@ from mscl.errors import InputError
 from mscl.interrupt import exit_on_sigterm
 from mscl.io import atomic_path, write_json, write_text
 from mscl.metrics import evaluate, macro_f1_definition
+from mscl.train.curves import NO_CURVES, PROBE_METRICS, Curves, open_curves, score_tags
 from mscl.train.data import Split
 from mscl.train.features import extract_features
 from mscl.train.labels import LabelMatrix
@@ -319,9 +321,11 @@ def train_probe(
     seed: int,
     device: torch.device,
     macro_f1: str,
+    curves: Curves = NO_CURVES,
 ) -> tuple[nn.Module, int, dict[str, Any], list[dict[str, Any]]]:
     """Fit the probe layer on features["train"] (tensors, cached or streamed inputs), select the
-    epoch on features["val"]; return (best layer, best epoch, its val metrics, log rows).
+    epoch on features["val"]; return (best layer, best epoch, its val metrics, log rows). Each
+    epoch's train loss and val scores go to `curves` (mscl.train.curves).
 
     `macro_f1` is the macro-F1 definition the val metrics' `macro_f1` (and so a select_metric of
     macro_f1) uses: the dataset's `mscl.metrics.macro_f1_definition`.
@@ -360,6 +364,7 @@ def train_probe(
         if better(value, best_value):
             best_layer, best_epoch, best_metrics, best_value = copy.deepcopy(layer), epoch, metrics, value
         seconds = time.perf_counter() - started
+        curves.scalars(epoch, {"probe/train_loss": loss_sum / batches, "probe/seconds": seconds} | score_tags("val", metrics))
         print(
             f"probe epoch {epoch}/{cfg.epochs}: train BCE {loss_sum / batches:.4f}, lr {cfg.lr:g}, "
             f"{len(train) / seconds:.0f} samples/s, val {cfg.select_metric} {value:.4f}, elapsed "
@@ -492,11 +497,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             for name in SPLITS
         }
     labels = {name: splits[name].labels for name in SPLITS}
-    layer, best_epoch, val_best, rows = train_probe(features, labels, spec.probe, spec.seed, device, macro_f1)
-    write_log(out / "probe_log.csv", rows)
-    test_scores = probabilities(layer.eval(), as_inputs(features["test"], device))
-    write_test_scores(out / "test_scores.parquet", splits["test"], test_scores, vocabulary)
-    test_metrics = evaluate(labels["test"].to_scipy(), test_scores, macro_f1_definition=macro_f1)
+    with open_curves(out) as curves:  # TensorBoard (mscl.train.curves): a probe's curve always starts anew
+        curves.describe(spec.to_dict(), "probe", PROBE_METRICS)
+        layer, best_epoch, val_best, rows = train_probe(features, labels, spec.probe, spec.seed, device, macro_f1, curves)
+        write_log(out / "probe_log.csv", rows)
+        test_scores = probabilities(layer.eval(), as_inputs(features["test"], device))
+        write_test_scores(out / "test_scores.parquet", splits["test"], test_scores, vocabulary)
+        test_metrics = evaluate(labels["test"].to_scipy(), test_scores, macro_f1_definition=macro_f1)
+        curves.scalars(best_epoch, score_tags("test", test_metrics) | {"probe/selected_epoch": best_epoch})
     print(
         "probe: test " + ", ".join(f"{name} {test_metrics[name]:.4f}" for name in ("micro_f1", "macro_f1", "map")),
         file=sys.stderr,

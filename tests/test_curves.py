@@ -1,0 +1,118 @@
+"""TensorBoard curves of the training jobs (mscl.train.curves), read back as TensorBoard reads them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from mscl.errors import InputError
+from mscl.train.curves import EVENT_FILE_PREFIX, curve_interval, open_curves, points_per_epoch, run_settings, score_tags
+from mscl.train.launch import CURVES_ENV, curves_environment
+
+SPEC = {
+    "dataset": "coco", "encoder_name": "resnet8", "encoder": {"kind": "resnet", "depth": 8}, "loss": "msc",
+    "loss_options": {"alpha": 0.5}, "batch_size": 32, "seed": 2,
+    "pretrain": {"epochs": 3, "lr": 0.1, "max_steps_per_epoch": None, "betas": [0.9, 0.99]},
+    "probe": {"epochs": 5},
+}  # fmt: skip
+
+
+def read_curves(folder: Path) -> dict[str, list[tuple[int, float]]]:
+    """Every scalar curve of a job folder as TensorBoard shows it: tag -> [(step, value)], in
+    the order read (purged points gone)."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    accumulator = EventAccumulator(str(folder)).Reload()
+    return {tag: [(event.step, event.value) for event in accumulator.Scalars(tag)] for tag in accumulator.Tags()["scalars"]}
+
+
+def plugin_tags(folder: Path, plugin: str) -> set[str]:
+    """The tags of a TensorBoard plugin's data (text: "spec/text_summary"; hparams) in a job folder."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    return set(EventAccumulator(str(folder)).Reload().PluginTagToContent(plugin))
+
+
+def test_a_resumed_segment_continues_the_curve_without_a_duplicate_step(tmp_path: Path) -> None:
+    """The first segment logged steps 1-6 but its last checkpoint was after step 3: the resumed
+    segment's points 4-8 replace them, and every step appears once."""
+    with open_curves(tmp_path) as curves:
+        curves.describe(SPEC, "pretrain", ("epoch/loss",))
+        for step in range(1, 7):
+            curves.loss(step, torch.tensor(float(step)), lr=0.1)
+        curves.scalars(3, {"epoch/loss": 2.0})
+        curves.scalars(6, {"epoch/loss": 5.0})
+    with open_curves(tmp_path, resumed_step=3) as curves:
+        for step in range(4, 9):
+            curves.loss(step, torch.tensor(10.0 + step), lr=0.01)
+        curves.scalars(8, {"epoch/loss": 16.0, "epoch/val_map_readout": None})
+    read = read_curves(tmp_path)
+    assert read["train/loss"] == [(1, 1.0), (2, 2.0), (3, 3.0), (4, 14.0), (5, 15.0), (6, 16.0), (7, 17.0), (8, 18.0)]
+    assert read["epoch/loss"] == [(3, 2.0), (8, 16.0)]
+    assert "epoch/val_map_readout" not in read  # None: the monitor did not run
+    assert [step for step, _ in read["train/lr"]] == list(range(1, 9))
+    assert plugin_tags(tmp_path, "text") == {"spec/text_summary"}  # written once, by the first segment
+    assert {"_hparams_/experiment", "_hparams_/session_start_info"} <= plugin_tags(tmp_path, "hparams")
+
+
+def test_a_run_that_starts_over_deletes_the_earlier_curve(tmp_path: Path) -> None:
+    with open_curves(tmp_path) as curves:
+        curves.scalars(5, {"epoch/loss": 1.0})
+    (tmp_path / "checkpoint.pt").write_text("not an event file")
+    with open_curves(tmp_path) as curves:
+        curves.scalars(1, {"epoch/loss": 9.0})
+    assert read_curves(tmp_path) == {"epoch/loss": [(1, 9.0)]}
+    assert len(list(tmp_path.glob(EVENT_FILE_PREFIX + "*"))) == 1 and (tmp_path / "checkpoint.pt").exists()
+
+
+def test_loss_points_wait_on_the_device_until_the_epoch_ends(tmp_path: Path) -> None:
+    with open_curves(tmp_path) as curves:
+        curves.loss(1, torch.tensor(0.5), lr=0.1)
+        assert len(curves.pending) == 1 and read_curves(tmp_path) == {}
+        curves.scalars(1, {"epoch/loss": 0.5})
+        assert not curves.pending and read_curves(tmp_path)["train/loss"] == [(1, 0.5)]
+
+
+def test_curves_off_write_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(CURVES_ENV, curves_environment(enabled=False, points_per_epoch=50)[CURVES_ENV])
+    with open_curves(tmp_path / "run") as curves:
+        curves.describe(SPEC, "pretrain", ())
+        curves.loss(1, torch.tensor(1.0), lr=0.1)
+        curves.scalars(1, {"epoch/loss": 1.0})
+        assert not curves.on
+    assert not (tmp_path / "run").exists()
+
+
+def test_the_environment_sets_the_points_per_epoch(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(CURVES_ENV, raising=False)
+    assert points_per_epoch() == 50
+    monkeypatch.setenv(CURVES_ENV, curves_environment(enabled=True, points_per_epoch=200)[CURVES_ENV])
+    assert points_per_epoch() == 200
+    monkeypatch.setenv(CURVES_ENV, "lots")
+    with pytest.raises(InputError, match=CURVES_ENV):
+        points_per_epoch()
+    with pytest.raises(ValueError, match="points per epoch"):
+        curves_environment(enabled=True, points_per_epoch=0)
+
+
+@pytest.mark.parametrize(("steps", "interval"), [(7, 1), (99, 1), (100, 2), (5_003, 100)])
+def test_about_fifty_points_an_epoch_and_every_step_of_a_short_one(steps: int, interval: int) -> None:
+    assert curve_interval(steps, 50) == interval
+    assert steps // interval >= min(steps, 50)
+
+
+def test_hparams_are_the_run_axes_and_the_phase_settings() -> None:
+    settings = run_settings(SPEC, "pretrain")
+    assert settings == {
+        "dataset": "coco", "encoder": "resnet8", "encoder_kind": "resnet", "loss": "msc", "batch_size": 32, "seed": 2,
+        "loss_options": '{"alpha": 0.5}', "pretrain.epochs": 3, "pretrain.lr": 0.1, "pretrain.max_steps_per_epoch": None,
+        "pretrain.betas": "[0.9, 0.99]",
+    }  # fmt: skip
+    assert "probe.epochs" in run_settings(SPEC, "probe") and "pretrain.lr" not in run_settings(SPEC, "probe")
+
+
+def test_only_scores_become_metric_curves() -> None:
+    metrics = {"micro_f1": 0.5, "map": 0.25, "threshold": 0.5, "num_examples": 12, "map_skipped_labels": 1}
+    assert score_tags("val", metrics) == {"val/micro_f1": 0.5, "val/map": 0.25}
