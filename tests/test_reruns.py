@@ -84,6 +84,8 @@ CHANGES = {
     "encoders.resnet8.resources": ({"threads": 2, "gpu": 2, "mem_mb": 9000, "runtime": 90}, {}),
     "local_gpus.devices": ([0, 1], {}),
     "job_server": (False, {}),
+    # TensorBoard curves: environment, not params; their event files are no output.
+    "tensorboard": ({"enabled": False, "points_per_epoch": 10}, {}),
     # A dataset source option: that dataset's manifest and everything made from it.
     "sources.voc.difficult": (
         "exclude",

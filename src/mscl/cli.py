@@ -456,12 +456,31 @@ def _chance(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
 
 
-@command("stale", doc_of="mscl.stale")
-def _stale(parser: argparse.ArgumentParser) -> None:
+def add_configfile_argument(parser: argparse.ArgumentParser) -> None:
+    """--configfile of the commands that run beside Snakemake (mscl.workflow_config)."""
     parser.add_argument(
         "--configfile", nargs="+", metavar="FILE",
         help="the config files snakemake runs with, in the same order (default: the checkout's config.yaml, as snakemake's)",
     )  # fmt: skip
+
+
+@command("stale", doc_of="mscl.stale")
+def _stale(parser: argparse.ArgumentParser) -> None:
+    add_configfile_argument(parser)
+
+
+def positive_int(text: str) -> int:
+    """argparse type of a count of at least 1."""
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number >= 1")
+    return int(text)
+
+
+@command("progress", doc_of="mscl.progress")
+def _progress(parser: argparse.ArgumentParser) -> None:
+    add_configfile_argument(parser)
+    parser.add_argument("--jobs", type=positive_int, metavar="N", help="jobs that run at once, for the wall time left (default: the number running now, at least 1)")
+    parser.add_argument("--snakefile", type=Path, metavar="FILE", help="the workflow's Snakefile (default: the one snakemake finds here, else this checkout's)")
 
 
 @command("collect", description="gather every run's metrics into one tidy CSV")

@@ -38,7 +38,7 @@ from mscl.layout import (
 )
 from mscl.plugins import plugins_of_run
 from mscl.tuning import UNTRAINED_METHODS, family_of, grid_settings
-from mscl.train.launch import export_ddp_timeout, export_encoder_gpus, share_local_gpus
+from mscl.train.launch import export_curves, export_ddp_timeout, export_encoder_gpus, share_local_gpus
 from mscl.train.settings import settings_problem
 
 # The jobs and the job server run the same code as this Snakefile (mscl.jobserver.run_jobs_from).
@@ -647,10 +647,12 @@ def encoder_resources(stage):
     return {"gpu": gpus, "job_gpus": gpus, "mem_mb": mem_mb, "runtime": runtime}
 
 
-# For the SLURM profiles' GPU request of pretrain jobs, and the DDP jobs' hung-rank timeout
-# (mscl.train.launch): environment variables, not params, since neither changes a result.
+# For the SLURM profiles' GPU request of pretrain jobs, the DDP jobs' hung-rank timeout and the
+# training jobs' TensorBoard curves (mscl.train.launch): environment variables, not params,
+# since none of them changes a result.
 export_encoder_gpus(config["encoders"])
 export_ddp_timeout(config["distributed"]["timeout_s"])
+export_curves(config["tensorboard"]["enabled"], config["tensorboard"]["points_per_epoch"])
 
 
 def uses_prefix_cache(name):
