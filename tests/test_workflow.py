@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import TINY_ENCODERS, config_with_tiny_encoders
+from test_curves import read_curves
 
 from mscl import layout
 
@@ -396,11 +397,24 @@ def training_processes(run_dir: Path) -> list:
     return found
 
 
+def progress(workdir: Path, config: Path) -> str:
+    """`python -m mscl progress` run where Snakemake runs, with its config file."""
+    result = subprocess.run([sys.executable, "-m", "mscl", "progress", "--configfile", str(config)], cwd=workdir, capture_output=True, text=True, env=job_env())
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stdout
+
+
+def progress_row(text: str, stage: str) -> list[int]:
+    """The counts (done, running, interrupted, failed, to go, of) of the one run's `stage` in a progress table."""
+    return [int(cell) for cell in next(line for line in text.splitlines() if line.split()[:3] == ["aapd", "roberta-tiny", stage]).split()[3:]]
+
+
 @pytest.mark.slow
 def test_sigint_to_snakemake_stops_training_and_the_rerun_resumes_then_a_changed_spec_restarts(tmp_path):
     """`kill -INT <snakemake>` alone (not the process group): the running pretrain job stops
     within seconds, keeps its last checkpoint, and the next run (default workflow profile)
-    resumes from it; then an edited training setting makes the job start over by itself."""
+    resumes from it; then an edited training setting makes the job start over by itself.
+    `python -m mscl progress` watches: the job running, then interrupted, then done."""
     workdir = tmp_path / "work"
     config = tiny_text_config(tmp_path / "tiny.yaml", epochs=400)
     run_dir = workdir / "results" / "runs" / TINY_RUN / "pretrain"
@@ -416,6 +430,10 @@ def test_sigint_to_snakemake_stops_training_and_the_rerun_resumes_then_a_changed
     try:
         wait_for(lambda: (run_dir / "train_log.csv").exists() and len((run_dir / "train_log.csv").read_text().splitlines()) > 3,
                  180, "the pretrain job to checkpoint a few epochs")
+        watched = progress(workdir, config)
+        assert progress_row(watched, "pretrain") == [0, 1, 0, 0, 0, 1] and progress_row(watched, "probe") == [0, 0, 0, 0, 1, 1]
+        assert re.search(rf"  {TINY_RUN} pretrain: epoch \d+ of 400, \d+ s so far \(log: results/logs/pretrain/{TINY_RUN}.log\)", watched), watched
+        assert process.poll() is None  # asking never stopped or locked the run
         os.kill(process.pid, signal.SIGINT)
         interrupted = time.monotonic()
         output, _ = process.communicate(timeout=60)
@@ -433,6 +451,7 @@ def test_sigint_to_snakemake_stops_training_and_the_rerun_resumes_then_a_changed
     wait_for(lambda: not psutil_exists(worker), 15, f"the job-server worker {worker} to be gone")
     epochs_done = torch_load(run_dir / "checkpoint.pt")["epoch"]
     assert 1 <= epochs_done < 400 and not (run_dir / "encoder.pt").exists()
+    assert progress_row(progress(workdir, config), "pretrain") == [0, 0, 1, 0, 0, 1]  # marked incomplete, no Snakemake runs
 
     # Rerun with the default profile (rerun-incomplete): resumes after the last checkpoint.
     snakemake(workdir, target, "--configfile", str(config), profile=str(REPO / "profiles/default"))
@@ -441,8 +460,13 @@ def test_sigint_to_snakemake_stops_training_and_the_rerun_resumes_then_a_changed
     assert f"pretrain epoch {epochs_done + 1}/400:" in log and f"pretrain epoch {epochs_done}/400:" not in log
     epochs = [int(line.split(",")[0]) for line in (run_dir / "train_log.csv").read_text().splitlines()[1:]]
     assert epochs == list(range(1, 401))
+    # Its TensorBoard curve too: the resumed segment hid whatever the stopped one logged after its checkpoint.
+    assert [step for step, _ in read_curves(run_dir)["epoch/loss"]] == list(range(1, 401))
     assert (workdir / "results" / "benchmarks" / "pretrain" / f"{TINY_RUN}.tsv").exists()
     assert not (run_dir / "checkpoint.pt").exists()  # a finished run leaves no checkpoint
+    finished = progress(workdir, config)
+    assert progress_row(finished, "pretrain") == [1, 0, 0, 0, 0, 1]
+    assert re.search(r"Spent: 0 GPU-hours, [0-9.e-]+ CPU-hours by 1 finished training job\n", finished), finished
 
     # An edited training setting: Snakemake reruns the job (params changed), which trains anew.
     # (A stale checkpoint of another spec is discarded: tests/test_train.py.)

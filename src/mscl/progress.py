@@ -421,7 +421,7 @@ def report(jobs: Sequence[TrainingJob], others: Sequence[Output], results: Path,
     spent_gpu = sum(cost.gpu_hours for _, cost in finished)
     spent_cpu = sum(cost.cpu_hours for _, cost in finished)
     unmeasured = f" ({done - len(finished)} finished jobs without a benchmark or versions.json not counted)" if done > len(finished) else ""
-    say(f"Spent: {hours(spent_gpu)} GPU-hours, {hours(spent_cpu)} CPU-hours by {len(finished)} finished training jobs{unmeasured}")
+    say(f"Spent: {hours(spent_gpu)} GPU-hours, {hours(spent_cpu)} CPU-hours by {count(len(finished), 'finished training job')}{unmeasured}")
     left = [job for job in jobs if job.state != "done"]
     if not left:
         say("Left: nothing, every training job of the grid is done")
@@ -432,11 +432,11 @@ def report(jobs: Sequence[TrainingJob], others: Sequence[Output], results: Path,
     known = len(left) - len(guess.unknown)
     if known:
         approximate = f" (~ {len(guess.from_other_datasets)} of them from other datasets' jobs)" if guess.from_other_datasets else ""
-        say(f"Left: {len(left)} training jobs; for {known} of them about {hours(guess.gpu_hours)} GPU-hours and {hours(guess.cpu_hours)} CPU-hours, "
+        say(f"Left: {count(len(left), 'training job')}; for {known} of them about {hours(guess.gpu_hours)} GPU-hours and {hours(guess.cpu_hours)} CPU-hours, "
             f"{duration(guess.wall_s / at_once)} of wall time at {at_once} job(s) at once ({whose}; --jobs N for another){approximate}")  # fmt: skip
     if guess.unknown:
         kinds = Counter(f"{job.dataset}/{job.encoder}" for job in guess.unknown)
-        say(f"Unknown for {len(guess.unknown)} jobs, nothing comparable has finished (dataset/encoder: jobs): "
+        say(f"Unknown for {count(len(guess.unknown), 'job')}, nothing comparable has finished (dataset/encoder: jobs): "
             + ", ".join(f"{kind} {count}" for kind, count in sorted(kinds.items())))  # fmt: skip
     say("How: each job left counts the mean wall time and device hours of the finished jobs of its rule, encoder and dataset "
         "(else of its rule and encoder on other datasets); a running job what is left of that mean.")  # fmt: skip
