@@ -38,13 +38,12 @@ def plugin_tags(folder: Path, plugin: str) -> set[str]:
 def test_a_resumed_segment_continues_the_curve_without_a_duplicate_step(tmp_path: Path) -> None:
     """The first segment logged steps 1-6 but its last checkpoint was after step 3: the resumed
     segment's points 4-8 replace them, and every step appears once."""
-    with open_curves(tmp_path) as curves:
-        curves.describe(SPEC, "pretrain", ("epoch/loss",))
+    with open_curves(tmp_path, SPEC, "pretrain", ("epoch/loss",)) as curves:
         for step in range(1, 7):
             curves.loss(step, torch.tensor(float(step)), lr=0.1)
         curves.scalars(3, {"epoch/loss": 2.0})
         curves.scalars(6, {"epoch/loss": 5.0})
-    with open_curves(tmp_path, resumed_step=3) as curves:
+    with open_curves(tmp_path, SPEC, "pretrain", ("epoch/loss",), resumed_step=3) as curves:
         for step in range(4, 9):
             curves.loss(step, torch.tensor(10.0 + step), lr=0.01)
         curves.scalars(8, {"epoch/loss": 16.0, "epoch/val_map_readout": None})
@@ -58,17 +57,17 @@ def test_a_resumed_segment_continues_the_curve_without_a_duplicate_step(tmp_path
 
 
 def test_a_run_that_starts_over_deletes_the_earlier_curve(tmp_path: Path) -> None:
-    with open_curves(tmp_path) as curves:
+    with open_curves(tmp_path, SPEC, "probe", ()) as curves:
         curves.scalars(5, {"epoch/loss": 1.0})
     (tmp_path / "checkpoint.pt").write_text("not an event file")
-    with open_curves(tmp_path) as curves:
+    with open_curves(tmp_path, SPEC, "probe", ()) as curves:
         curves.scalars(1, {"epoch/loss": 9.0})
     assert read_curves(tmp_path) == {"epoch/loss": [(1, 9.0)]}
     assert len(list(tmp_path.glob(EVENT_FILE_PREFIX + "*"))) == 1 and (tmp_path / "checkpoint.pt").exists()
 
 
 def test_loss_points_wait_on_the_device_until_the_epoch_ends(tmp_path: Path) -> None:
-    with open_curves(tmp_path) as curves:
+    with open_curves(tmp_path, SPEC, "pretrain", ()) as curves:
         curves.loss(1, torch.tensor(0.5), lr=0.1)
         assert len(curves.pending) == 1 and read_curves(tmp_path) == {}
         curves.scalars(1, {"epoch/loss": 0.5})
@@ -77,8 +76,7 @@ def test_loss_points_wait_on_the_device_until_the_epoch_ends(tmp_path: Path) -> 
 
 def test_curves_off_write_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(CURVES_ENV, curves_environment(enabled=False, points_per_epoch=50)[CURVES_ENV])
-    with open_curves(tmp_path / "run") as curves:
-        curves.describe(SPEC, "pretrain", ())
+    with open_curves(tmp_path / "run", SPEC, "pretrain", ()) as curves:
         curves.loss(1, torch.tensor(1.0), lr=0.1)
         curves.scalars(1, {"epoch/loss": 1.0})
         assert not curves.on

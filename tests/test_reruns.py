@@ -21,8 +21,8 @@ from test_workflow import REPO, job_counts, snakemake
 # with `--workflow-profile none`.
 TRIGGERS = ("--rerun-triggers", "mtime", "params", "input", "software-env")
 # Aggregation rules that every changed run result reaches: the tidy CSV, then every table and
-# figure built from it, and the cost table, which reads the runs' metrics.json.
-REPORT = {"collect_runs": 1, "paper_table": 7, "paper_figure": 8, "cost_table": 1, "benchmark_table": 1}
+# figure built from it, the cost table, which reads the runs' metrics.json, and the loss curves.
+REPORT = {"collect_runs": 1, "paper_table": 7, "paper_figure": 8, "cost_table": 1, "benchmark_table": 1, "loss_curves": 1}
 
 # The grid: two image sets (a trained loss with an option, the paper's loss, the untrained
 # reference) and a text set whose encoder caches a frozen prefix.

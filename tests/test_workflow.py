@@ -77,7 +77,7 @@ def expected_job_counts(
             "mimic_split_lists": mimic_versions, "prepare_coco": 1, "prepare_voc": 1, "prepare_nuswide": 1, "prepare_aapd": 1,
             "prepare_mimic": mimic_versions, "pretrain": runs - untrained, "probe": runs, "chance": datasets_with_runs,
             "statistics_table": 1, "collect_runs": 1,
-            "paper_table": 7, "cost_table": 1, "paper_figure": 8, "benchmark_table": 1, "all": 1,
+            "paper_table": 7, "cost_table": 1, "paper_figure": 8, "benchmark_table": 1, "loss_curves": 1, "all": 1,
         }
     )
     if prefix_caches:
@@ -105,7 +105,7 @@ def test_dry_run_of_the_default_config_lists_every_rule(tmp_path):
     # The workflow's table, figure and demo lists are the ones the commands accept (mscl.layout).
     output = result.stdout + result.stderr
     assert set(re.findall(r"results/tables/(\w+)\.tex", output)) == set(layout.TABLE_NAMES) | {"statistics"}
-    assert set(re.findall(r"results/figures/(\w+)\.pdf", output)) == set(layout.FIGURE_NAMES) | {"benchmark"}
+    assert set(re.findall(r"results/figures/(\w+)\.pdf", output)) == set(layout.FIGURE_NAMES) | {"benchmark", layout.LOSS_CURVES_FIGURE}
     assert set(re.findall(r"python -m mscl make-demo (\w+)", output)) == set(layout.DEMO_KINDS) - {"mimic4"}
 
 
@@ -320,7 +320,7 @@ def test_mini_grid_builds_every_table_figure_and_the_report(tmp_path):
     config_file.write_text(yaml.safe_dump(config))
     snakemake(tmp_path, "--configfile", str(config_file))
     tables = ["image", "aapd", "mimic_full", "mimic_50", "sota", "ablation", "paper_vs_run", "cost", "statistics"]
-    figures = ["improvement", "std", "text_encoders", "mimic_dotplot", "mimic_heatstrip", "frequency_buckets", "batch_size", "relations"]
+    figures = ["improvement", "std", "text_encoders", "mimic_dotplot", "mimic_heatstrip", "frequency_buckets", "batch_size", "relations", "loss_curves"]
     for name in tables:
         for ext in ("tex", "csv", "md", "html"):
             assert (tmp_path / "results" / "tables" / f"{name}.{ext}").stat().st_size > 0

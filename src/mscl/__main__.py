@@ -51,6 +51,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "collect": ("mscl.report.collect", "gather every run's metrics into one tidy CSV"),
     "table": ("mscl.report.tables", "one paper table (tex/csv/md/html) from the tidy results"),
     "figure": ("mscl.report.figures", "one paper figure (pdf/png/html) from the tidy results"),
+    "loss-curves": ("mscl.report.loss_curves", "the report's convergence figure: every pretraining's loss per epoch, a panel per dataset x encoder, a line per loss"),
     "benchmark": ("mscl.report.benchmark", "the benchmark table (csv/md/html) and figure of every dataset x encoder x method x batch size that ran"),
     "check-complete": ("mscl.report.complete", "every paper table cell and figure item has a result (after a full-grid run)"),
     "claim-export": ("mscl.report.claim_data", "claim check: the runs' data files (runs.csv, batch_size.csv, buckets.csv, convergence.csv, tuning.csv)"),

@@ -522,6 +522,13 @@ def _figure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--split", choices=("test", "val"), help="split to plot (default: test; batch_size uses val as the paper)")
 
 
+@command("loss-curves", doc_of="mscl.report.loss_curves")
+def _loss_curves(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--pretrain", nargs="+", required=True, type=Path, metavar="DIR", help="pretraining folders (each with resolved_spec.json and, when the run trained, train_log.csv)")
+    parser.add_argument("--runs", required=True, type=Path, help="tidy results (all_runs.csv), for the names of datasets, encoders and losses")
+    parser.add_argument("--out-prefix", required=True, type=Path, help="writes <prefix>.pdf, .png and .html")
+
+
 @command("benchmark", doc_of="mscl.report.benchmark")
 def _benchmark(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--runs", required=True, type=Path, help="tidy CSV from `python -m mscl collect`, e.g. results/metrics/all_runs.csv")

@@ -95,6 +95,9 @@ PAPER_DATASETS = ("coco", "voc", "nuswide", "aapd", "mimic3_full", "mimic3_50", 
 TABLE_NAMES = ("image", "aapd", "mimic_full", "mimic_50", "sota", "ablation", "paper_vs_run", "cost")
 # `python -m mscl figure NAME` (mscl.report.figures: the keys of FIGURES).
 FIGURE_NAMES = ("improvement", "std", "text_encoders", "mimic_dotplot", "mimic_heatstrip", "frequency_buckets", "batch_size", "relations")
+# The report's convergence figure (`python -m mscl loss-curves`, mscl.report.loss_curves): every
+# pretraining's loss per epoch, from the runs' folders rather than from all_runs.csv alone.
+LOSS_CURVES_FIGURE = "loss_curves"
 # The claim check's data files (`claim-export`, mscl.report.claim_data) and figures
 # (`claim-report`, mscl.report.claim).
 CLAIM_DATA_FILES = ("runs.csv", "batch_size.csv", "buckets.csv", "convergence.csv", "tuning.csv", "probes.csv", "schedule.csv", "schedule_convergence.csv")

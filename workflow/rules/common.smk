@@ -24,6 +24,7 @@ from mscl.layout import (
     DATASET_FAMILIES,
     DEMO_KINDS,
     FIGURE_NAMES,
+    LOSS_CURVES_FIGURE,
     MIMIC_VERSIONS,
     MODALITY_FAMILY,
     REFERENCE_ROLE,
@@ -772,4 +773,5 @@ def all_targets():
         targets += [f"{RESULTS}/figures/{name}.{ext}" for name in FIGURE_NAMES for ext in ("pdf", "png", "html")]
         targets += [f"{RESULTS}/tables/benchmark.{ext}" for ext in ("csv", "md", "html")]
         targets += [f"{RESULTS}/figures/benchmark.{ext}" for ext in ("pdf", "png", "html")]
+        targets += [f"{RESULTS}/figures/{LOSS_CURVES_FIGURE}.{ext}" for ext in ("pdf", "png", "html")]
     return targets

@@ -9,6 +9,7 @@ localrules:
     claim_export,
     claim_report,
     paper_figure,
+    loss_curves,
     check_complete,
 
 
@@ -112,6 +113,32 @@ rule paper_figure:
     shell:
         "python -m mscl figure {wildcards.figure} --runs {input.runs} --out-prefix {params.prefix} "
         "{params.batch} > {log} 2>&1"
+
+
+# The convergence figure (mscl.report.loss_curves): every pretraining's loss per epoch, read from
+# the train_log.csv beside each run's encoder.pt; all_runs.csv names what it draws.
+rule loss_curves:
+    input:
+        runs=rules.collect_runs.output,
+        encoders=run_outputs("pretrain/encoder.pt"),
+    output:
+        pdf=f"{RESULTS}/figures/{LOSS_CURVES_FIGURE}.pdf",
+        png=f"{RESULTS}/figures/{LOSS_CURVES_FIGURE}.png",
+        html=report(
+            f"{RESULTS}/figures/{LOSS_CURVES_FIGURE}.html",
+            caption="../report/loss_curves.rst",
+            category="Figures",
+            labels={"figure": LOSS_CURVES_FIGURE},
+        ),
+    log:
+        f"{LOGS}/report/figure_{LOSS_CURVES_FIGURE}.log",
+    conda:
+        CONDA_ENV
+    params:
+        prefix=lambda wildcards, output: os.path.splitext(output.pdf)[0],
+        folders=lambda wildcards, input: " ".join(sorted({os.path.dirname(path) for path in input.encoders})),
+    shell:
+        "python -m mscl loss-curves --pretrain {params.folders} --runs {input.runs} --out-prefix {params.prefix} > {log} 2>&1"
 
 
 # The benchmark table and figure (mscl.report.benchmark): built from what ran, whatever the

@@ -178,23 +178,28 @@ class Curves:
 NO_CURVES = Curves()
 
 
-def open_curves(folder: Path, resumed_step: int | None = None) -> Curves:
-    """The curves of the job writing into `folder` (writing nothing when $MSCL_TENSORBOARD is 0).
+def open_curves(folder: Path, spec: Mapping[str, Any], phase: str, metrics: Sequence[str], resumed_step: int | None = None) -> Curves:
+    """The curves of the `phase` job writing into `folder` (writing nothing when
+    $MSCL_TENSORBOARD is 0).
 
     A job that starts from step 0 (`resumed_step` None) deletes the folder's earlier event
-    files. One resumed after `resumed_step` steps continues them: its file hides the points of
-    later steps (`purge_step`) and sorts after them (`wait_past_earlier_files`)."""
+    files and describes itself (`Curves.describe`: `spec`, its hparams and their `metrics`).
+    One resumed after `resumed_step` steps continues the earlier files, which describe it: its
+    file hides the points of later steps (`purge_step`) and sorts after them
+    (`wait_past_earlier_files`)."""
     if points_per_epoch() == 0:
         return Curves()
     from torch.utils.tensorboard import SummaryWriter
 
     folder.mkdir(parents=True, exist_ok=True)
-    if resumed_step is None:
-        for earlier in folder.glob(EVENT_FILE_PREFIX + "*"):
-            earlier.unlink()
-        return Curves(SummaryWriter(str(folder)))
-    wait_past_earlier_files(folder)
-    return Curves(SummaryWriter(str(folder), purge_step=resumed_step + 1))
+    if resumed_step is not None:
+        wait_past_earlier_files(folder)
+        return Curves(SummaryWriter(str(folder), purge_step=resumed_step + 1))
+    for earlier in folder.glob(EVENT_FILE_PREFIX + "*"):
+        earlier.unlink()
+    curves = Curves(SummaryWriter(str(folder)))
+    curves.describe(spec, phase, metrics)
+    return curves
 
 
 def wait_past_earlier_files(folder: Path) -> None:

@@ -582,8 +582,7 @@ def save_initial_encoder(spec: RunSpec, num_labels: int, out: Path, versions: di
     encoder = encoder_from_spec(spec, num_labels)
     out.mkdir(parents=True, exist_ok=True)
     write_json(out / "resolved_spec.json", pretrain_view(spec.to_dict()))
-    with open_curves(out) as curves:  # no curve: the spec and settings, for TensorBoard's HPARAMS table
-        curves.describe(pretrain_view(spec.to_dict()), "pretrain", ())
+    open_curves(out, pretrain_view(spec.to_dict()), "pretrain", ()).close()  # no curve: its spec and settings (HPARAMS table)
     finish_versions(out / "versions.json", versions)
     save_checkpoint(out / "encoder.pt", trainable_state(encoder))
     print(f"pretrain: method {spec.loss.name!r}: saved the encoder as initialised (no training)", file=sys.stderr)
@@ -622,8 +621,8 @@ def run(
 ) -> int:  # fmt: skip
     """Pretrain as rank `ranks.rank` of `ranks.world_size` processes (one: the usual run).
 
-    In a distributed run, rank 0's work alone (files, the convergence monitor) sits in
-    `watchdog.rank0_alone` blocks: the other ranks wait for it there, not in a collective."""
+    In a distributed run, rank 0's work alone (files, TensorBoard curves, the convergence monitor)
+    sits in `watchdog.rank0_alone` blocks: the other ranks wait for it there, not in a collective."""
     cfg = spec.pretrain
     precision = resolve_precision(cfg.precision, device)
     versions = {**software_versions(device, precision), "world_size": ranks.world_size}
@@ -644,20 +643,16 @@ def run(
     # whose timeout ($MSCL_DDP_TIMEOUT_S + 60 s) is sized for a step, not for a monitor's pass.
     # Where the training images were decoded: views differ slightly between the two (docs/gpu.md).
     versions["image_decode"] = getattr(loader.dataset, "decode", None)
-    monitor, curves = None, NO_CURVES
+    monitor = None
     with watchdog.rank0_alone("the outputs' set-up"):
         if ranks.main:
             out.mkdir(parents=True, exist_ok=True)
             write_json(out / "resolved_spec.json", pretrain_view(spec.to_dict()))
             write_json(out / "versions.json", versions)
             monitor = ReadoutMonitor(spec, args.data, vocabulary, args.prefix_cache, device, precision) if cfg.monitor_every else None
-            # TensorBoard curves (mscl.train.curves): a resumed run continues its curve, a fresh one starts anew.
-            curves = open_curves(out, resumed_step=state.step if state.epoch else None)
-            if not state.epoch:
-                curves.describe(pretrain_view(spec.to_dict()), "pretrain", PRETRAIN_METRICS)
 
     started = last_checkpoint = time.perf_counter()
-    with curves:
+    with open_curves(out, pretrain_view(spec.to_dict()), "pretrain", PRETRAIN_METRICS, resumed_step=state.step if state.epoch else None) if ranks.main else NO_CURVES as curves:
         while state.epoch < cfg.epochs:
             row = train_epoch(state, loader, watchdog, curves)
             epoch = state.epoch

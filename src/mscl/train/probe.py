@@ -497,18 +497,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             for name in SPLITS
         }
     labels = {name: splits[name].labels for name in SPLITS}
-    with open_curves(out) as curves:  # TensorBoard (mscl.train.curves): a probe's curve always starts anew
-        curves.describe(spec.to_dict(), "probe", PROBE_METRICS)
+    with open_curves(out, spec.to_dict(), "probe", PROBE_METRICS) as curves:  # TensorBoard (mscl.train.curves): always anew
         layer, best_epoch, val_best, rows = train_probe(features, labels, spec.probe, spec.seed, device, macro_f1, curves)
         write_log(out / "probe_log.csv", rows)
         test_scores = probabilities(layer.eval(), as_inputs(features["test"], device))
         write_test_scores(out / "test_scores.parquet", splits["test"], test_scores, vocabulary)
         test_metrics = evaluate(labels["test"].to_scipy(), test_scores, macro_f1_definition=macro_f1)
         curves.scalars(best_epoch, score_tags("test", test_metrics) | {"probe/selected_epoch": best_epoch})
-    print(
-        "probe: test " + ", ".join(f"{name} {test_metrics[name]:.4f}" for name in ("micro_f1", "macro_f1", "map")),
-        file=sys.stderr,
-    )
+    print("probe: test " + ", ".join(f"{name} {test_metrics[name]:.4f}" for name in ("micro_f1", "macro_f1", "map")), file=sys.stderr)
     metrics = {
         "test": json_safe(test_metrics),
         "val_best": json_safe(val_best),
