@@ -14,7 +14,7 @@ BIN     := $(VENV)/bin
 # Rules run `python -m mscl ...`: put the virtualenv first on PATH for snakemake's jobs.
 SNAKEMAKE := PATH="$(abspath $(BIN)):$$PATH" $(BIN)/snakemake
 
-.PHONY: install lock stale demo test dry-run lint bench clean-results claim claim-data claim-publish claim-quick paper-smoke readme-results
+.PHONY: install lock stale demo test dry-run lint bench clean-results claim claim-data claim-publish claim-quick paper-smoke readme-results watch progress
 
 # Every distribution of the virtualenv comes from the two locks, at its exact version and with
 # its sha256 checked (--require-hashes: a changed or substituted wheel is refused); pip itself
@@ -101,6 +101,19 @@ RERUN_SETTING ?= 2 torch threads per job
 readme-results: install
 	$(BIN)/python -m mscl readme-results --runs results/metrics/all_runs.csv \
 		$(if $(RERUN),--rerun $(RERUN) --rerun-setting "$(RERUN_SETTING)") --record docs/results/demo_run.csv --readme README.md
+
+# Watching a long grid (docs/watching.md): every job's live TensorBoard curves on
+# http://localhost:$(PORT) (from a laptop: an SSH tunnel), and where the grid stands: jobs done,
+# running, failed and to go, device hours spent and left. CONFIGFILES: the --configfile
+# arguments snakemake runs with (default: config.yaml), e.g. CONFIGFILES="config/paper.yaml".
+LOGDIR      ?= results/runs
+PORT        ?= 6006
+CONFIGFILES ?=
+watch: install
+	$(BIN)/tensorboard --logdir $(LOGDIR) --port $(PORT)
+
+progress: install
+	$(BIN)/python -m mscl progress $(if $(CONFIGFILES),--configfile $(CONFIGFILES))
 
 dry-run: install
 	$(SNAKEMAKE) --cores $(CORES) -n $(TARGETS)

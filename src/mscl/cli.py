@@ -662,6 +662,14 @@ def _bench_loader(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--target", type=int, default=3000, help="views/s a GPU consumes, to size the workers for (default 3,000: ResNet-50 bf16 on an H100)")
 
 
+@command("bench curves", doc_of="mscl.bench.curves")
+def _bench_curves(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--data", required=True, type=Path, help="prepared dataset folder (e.g. data/processed/coco after `make demo`)")
+    parser.add_argument("--spec", required=True, help="run spec, inline JSON or a JSON/YAML file (as `pretrain --spec`)")
+    parser.add_argument("--epochs", type=positive_int, default=6, help="timed epochs with curves off and as many on (default 6)")
+    parser.add_argument("--points", type=positive_int, default=50, help="loss points an epoch (default 50)")
+
+
 @command("bench gpu", doc_of="mscl.bench.gpu")
 def _bench_gpu(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda", help="cuda: the paper's sizes; cpu: toy sizes that check the code (default cuda)")
