@@ -35,7 +35,10 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from test_curves import read_curves
 from torch import nn
+
+from mscl.train.curves import EVENT_FILE_PREFIX
 
 LOSSES = ("all", "any", "mulsupcon", "jaccard", "sim", "dissim", "simdissim", "eq12", "proto", "msc", "bce")
 BATCH, FEATURES, DIM, NUM_LABELS = 12, 5, 4, 7  # 12 samples split over 2 and over 3 ranks
@@ -241,7 +244,12 @@ def test_ddp_pretrain_under_torchrun_equals_one_process_at_the_same_global_batch
     assert mscl_main(["pretrain", *arguments]) == EXIT_STOPPED  # meanwhile, in this process
     output = finish(launched)
 
-    assert sorted(path.name for path in ddp.iterdir()) == ["checkpoint.pt", "resolved_spec.json", "train_log.csv", "versions.json"]
+    assert sorted(path.name for path in ddp.iterdir() if not path.name.startswith(EVENT_FILE_PREFIX)) == [
+        "checkpoint.pt", "resolved_spec.json", "train_log.csv", "versions.json"
+    ]  # fmt: skip
+    assert len(list(ddp.glob(EVENT_FILE_PREFIX + "*"))) == 1  # rank 0's TensorBoard curves, the one writer
+    ddp_curve, one_curve = (read_curves(folder)["train/loss"] for folder in (ddp, single))
+    assert [step for step, _ in ddp_curve] == [1, 2] and [v for _, v in ddp_curve] == pytest.approx([v for _, v in one_curve], rel=1e-5)
     assert json.loads((ddp / "versions.json").read_text())["world_size"] == 2
     assert output.count("pretrain epoch 2/2: loss") == 1
     distributed, one = (torch.load(folder / "checkpoint.pt", weights_only=True) for folder in (ddp, single))

@@ -10,8 +10,8 @@ Run it where `snakemake` runs, with the same `--configfile` arguments, while a r
 output file of the workflow's DAG with its rule, whether it exists and whether Snakemake would
 make it (again). That is exactly the grid the config plans, tuning runs included, with nothing
 here re-expanding it; `--nolock` takes no lock (safe beside a running Snakemake) and
-`--dry-run` writes no log. It costs a parse of the workflow: 2-3 s on one core for the embedded
-default and for the paper's 234 training jobs (docs/watching.md).
+`--dry-run` writes no log. It costs a parse of the workflow: about 2 s on one core for the
+embedded default and for the paper's grid (docs/watching.md).
 
 **What is running** comes from what Snakemake leaves in its working folder (`.snakemake/`, the
 default file-based metadata): it marks every output of a job it starts as incomplete (one file
