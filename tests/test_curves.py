@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from mscl.errors import InputError
-from mscl.train.curves import EVENT_FILE_PREFIX, curve_interval, open_curves, points_per_epoch, run_settings, score_tags
+from mscl.train.curves import EVENT_FILE_PREFIX, PROBE_HOLD_S, curve_interval, open_curves, points_per_epoch, run_settings, score_tags
 from mscl.train.launch import CURVES_ENV, curves_environment
 
 SPEC = {
@@ -66,12 +66,19 @@ def test_a_run_that_starts_over_deletes_the_earlier_curve(tmp_path: Path) -> Non
     assert len(list(tmp_path.glob(EVENT_FILE_PREFIX + "*"))) == 1 and (tmp_path / "checkpoint.pt").exists()
 
 
-def test_loss_points_wait_on_the_device_until_the_epoch_ends(tmp_path: Path) -> None:
-    with open_curves(tmp_path, SPEC, "pretrain", ()) as curves:
+def test_points_wait_for_a_pretraining_epochs_end_and_for_a_probes_hold(tmp_path: Path) -> None:
+    with open_curves(tmp_path / "pretrain", SPEC, "pretrain", ()) as curves:
         curves.loss(1, torch.tensor(0.5), lr=0.1)
-        assert len(curves.pending) == 1 and read_curves(tmp_path) == {}
-        curves.scalars(1, {"epoch/loss": 0.5})
-        assert not curves.pending and read_curves(tmp_path)["train/loss"] == [(1, 0.5)]
+        assert len(curves.pending) == 1 and read_curves(tmp_path / "pretrain") == {}  # the loss is still a tensor
+        curves.scalars(1, {"epoch/loss": 0.5})  # the epoch's end: written and flushed
+        assert not curves.pending
+        assert read_curves(tmp_path / "pretrain") == {"train/loss": [(1, 0.5)], "train/lr": [(1, pytest.approx(0.1))], "epoch/loss": [(1, 0.5)]}
+    with open_curves(tmp_path / "probe", SPEC, "probe", ()) as curves:
+        curves.scalars(1, {"probe/train_loss": 0.25})
+        assert len(curves.pending) == 1 and curves.hold_s == PROBE_HOLD_S  # an epoch of milliseconds: held
+        curves.written_at -= PROBE_HOLD_S  # as if the hold had passed
+        curves.scalars(2, {"probe/train_loss": 0.125})
+        assert not curves.pending and read_curves(tmp_path / "probe") == {"probe/train_loss": [(1, 0.25), (2, 0.125)]}
 
 
 def test_curves_off_write_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -153,10 +153,14 @@ class Bookkeeping:
         marks = {}
         for path, key in encoded_paths(folder / "incomplete"):
             try:
-                cluster_job = json.loads(path.read_text(encoding="utf-8")).get("external_jobid")
-            except (OSError, ValueError, AttributeError):
+                since, text = path.stat().st_mtime, path.read_text(encoding="utf-8")
+            except OSError:
+                continue  # unmarked meanwhile: the job ended
+            try:
+                cluster_job = json.loads(text).get("external_jobid")
+            except (ValueError, AttributeError):
                 cluster_job = None
-            marks[key] = Mark(path.stat().st_mtime, cluster_job)
+            marks[key] = Mark(since, cluster_job)
         return cls(marks, locked=any((folder / "locks").glob("*.output.lock")))
 
 
@@ -452,6 +456,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (InputError, ConfigError) as error:
         print(f"mscl progress: error: {error}", file=sys.stderr)
         return 2
+    if not results.is_dir():
+        print(f"mscl progress: nothing has run in {Path.cwd()} yet (no {results}, config paths.results): "
+              "if the grid ran elsewhere, run this where snakemake runs", file=sys.stderr)  # fmt: skip
     jobs, others = training_jobs(outputs, results)
     bookkeeping = Bookkeeping.read(Path(".snakemake"))
     for job in jobs:

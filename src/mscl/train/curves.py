@@ -19,10 +19,11 @@ every score of `mscl.metrics.evaluate`; then `test/<metric>` at the epoch the va
 and `probe/selected_epoch`. Both jobs write their spec as text (`spec`) and their run's axes
 and settings as hparams, so that TensorBoard's HPARAMS table has a row per job.
 
-Cost: a step only keeps its loss point on the device (no GPU sync). The points are read (one
-sync for all of them) and handed to the writer's own thread at the end of every epoch, and
-every WRITE_EVERY_S seconds within a long one, then flushed to disk. Only rank 0 of a
-distributed run writes. $MSCL_TENSORBOARD=0 (`tensorboard.enabled: false`) writes nothing.
+Cost: a step only keeps its loss point on the device (no GPU sync). A pretraining's points are
+read (one sync for all of them), handed to the writer's own thread and flushed to disk at the
+end of every epoch, and every WRITE_EVERY_S seconds within a long one; a probe's, whose epochs
+take milliseconds, every PROBE_HOLD_S (`Curves`). Only rank 0 of a distributed run writes.
+$MSCL_TENSORBOARD=0 (`tensorboard.enabled: false`) writes nothing.
 
 Resuming: a run that resumes from a checkpoint after S steps continues the same curve. Its new
 event file hides every point past step S (`purge_step`: the points an earlier segment logged
@@ -53,6 +54,13 @@ EVENT_FILE_PREFIX = "events.out.tfevents."
 # Seconds between two writes of the loss points buffered within an epoch: a long epoch's curve
 # still moves, at the cost of one GPU sync a minute.
 WRITE_EVERY_S = 60.0
+# Seconds a probe's epoch values wait before they are written out: its epochs take milliseconds
+# (the embedded default's 15 ms), and handing each to the writer's thread cost up to a tenth of
+# one; a probe never resumes, so nothing needs them on disk sooner.
+PROBE_HOLD_S = 1.0
+# Events the writer's queue holds before a write waits for its thread: never, at a job's events
+# of an epoch (at most a few hundred; a full queue of the default 10 made each write wait).
+WRITER_QUEUE = 1000
 # The tags the HPARAMS table shows for a job (the last value of each).
 PRETRAIN_METRICS = ("epoch/loss", "epoch/val_map_readout")
 PROBE_METRICS = ("test/map", "test/micro_f1", "test/macro_f1")
@@ -109,11 +117,19 @@ def score_tags(prefix: str, metrics: Mapping[str, Any]) -> dict[str, float]:
 
 class Curves:
     """A job's event files; every method does nothing when it writes none (curves off, or a
-    rank other than 0). A context manager: leaving it writes what is buffered and closes."""
+    rank other than 0). A context manager: leaving it writes what is buffered and closes.
 
-    def __init__(self, writer: Any = None):
+    Points wait in `pending` (a loss still on its device) until they are written out: the loss
+    points of a step loop every WRITE_EVERY_S, an epoch's scalars once `hold_s` has passed since
+    the last write (a pretraining's 0: every epoch's end, so that the points up to any
+    checkpoint are on disk before a resumed run continues from it; a probe's PROBE_HOLD_S),
+    and everything when the job ends. Each write-out reads the losses with one device sync,
+    hands one event per step to the writer's thread and flushes the file."""
+
+    def __init__(self, writer: Any = None, hold_s: float = 0.0):
         self.writer = writer  # a torch.utils.tensorboard.SummaryWriter, or None
-        self.pending: list[tuple[int, Tensor, float]] = []  # (step, loss on the device, lr)
+        self.hold_s = hold_s
+        self.pending: list[tuple[int, dict[str, float | Tensor]]] = []  # (step, {tag: value})
         self.written_at = time.monotonic()
 
     @property
@@ -133,37 +149,37 @@ class Curves:
         self.writer.flush()
 
     def loss(self, step: int, loss: Tensor, lr: float) -> None:
-        """Buffer a `train/loss` and `train/lr` point at `step` (`loss` stays on its device)."""
-        if not self.on:
-            return
-        self.pending.append((step, loss, lr))
-        if time.monotonic() - self.written_at >= WRITE_EVERY_S:
-            self.write_pending()
-            self.writer.flush()
+        """A `train/loss` and `train/lr` point at `step` (`loss` stays on its device until written)."""
+        if self.on:
+            self.pending.append((step, {"train/loss": loss, "train/lr": lr}))
+            if time.monotonic() - self.written_at >= WRITE_EVERY_S:
+                self.write_out()
 
     def scalars(self, step: int, values: Mapping[str, float | None]) -> None:
-        """Write the buffered loss points, then `values` at `step` (None: left out), and flush
-        everything to disk."""
-        if not self.on:
-            return
-        self.write_pending()
-        for tag, value in values.items():
-            if value is not None:
-                self.writer.add_scalar(tag, value, step)
-        self.writer.flush()
+        """`values` at `step` (None: left out), written out with everything pending once
+        `hold_s` has passed since the last write."""
+        if self.on:
+            self.pending.append((step, {tag: value for tag, value in values.items() if value is not None}))
+            if time.monotonic() - self.written_at >= self.hold_s:
+                self.write_out()
 
-    def write_pending(self) -> None:
-        if self.pending:
-            losses = torch.stack([loss.float() for _, loss, _ in self.pending]).tolist()  # one device sync for all
-            for (step, _, lr), loss in zip(self.pending, losses):
-                self.writer.add_scalar("train/loss", loss, step)
-                self.writer.add_scalar("train/lr", lr, step)
-            self.pending.clear()
+    def write_out(self) -> None:
+        """Every pending point to the writer (one event per step: the writer's thread is woken
+        once, a tenth of what a `SummaryWriter.add_scalar` per value costs), then flush."""
+        from tensorboard.compat.proto.summary_pb2 import Summary
+
+        on_device = [value for _, values in self.pending for value in values.values() if isinstance(value, Tensor)]
+        read = iter(torch.stack([value.float() for value in on_device]).tolist() if on_device else [])  # one device sync
+        for step, values in self.pending:
+            numbers = {tag: next(read) if isinstance(value, Tensor) else float(value) for tag, value in values.items()}
+            self.writer.file_writer.add_summary(Summary(value=[Summary.Value(tag=tag, simple_value=v) for tag, v in numbers.items()]), step)
+        self.pending.clear()
+        self.writer.flush()
         self.written_at = time.monotonic()
 
     def close(self) -> None:
         if self.on:
-            self.write_pending()
+            self.write_out()
             self.writer.close()
             self.writer = None
 
@@ -191,13 +207,14 @@ def open_curves(folder: Path, spec: Mapping[str, Any], phase: str, metrics: Sequ
         return Curves()
     from torch.utils.tensorboard import SummaryWriter
 
+    hold_s = PROBE_HOLD_S if phase == "probe" else 0.0
     folder.mkdir(parents=True, exist_ok=True)
     if resumed_step is not None:
         wait_past_earlier_files(folder)
-        return Curves(SummaryWriter(str(folder), purge_step=resumed_step + 1))
+        return Curves(SummaryWriter(str(folder), purge_step=resumed_step + 1, max_queue=WRITER_QUEUE), hold_s)
     for earlier in folder.glob(EVENT_FILE_PREFIX + "*"):
         earlier.unlink()
-    curves = Curves(SummaryWriter(str(folder)))
+    curves = Curves(SummaryWriter(str(folder), max_queue=WRITER_QUEUE), hold_s)
     curves.describe(spec, phase, metrics)
     return curves
 
