@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -121,3 +122,27 @@ def test_hparams_are_the_run_axes_and_the_phase_settings() -> None:
 def test_only_scores_become_metric_curves() -> None:
     metrics = {"micro_f1": 0.5, "map": 0.25, "threshold": 0.5, "num_examples": 12, "map_skipped_labels": 1}
     assert score_tags("val", metrics) == {"val/micro_f1": 0.5, "val/map": 0.25}
+
+
+def test_bench_curves_measures_both_jobs_on_a_small_dataset(tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`python -m mscl bench curves` runs (figures are printed, never asserted: they are timings)."""
+    monkeypatch.setenv(CURVES_ENV, "50")  # the benchmark sets its --points there: restored after the test
+    import numpy as np
+    import pandas as pd
+
+    from mscl.__main__ import main as mscl_main
+    from mscl.data.manifest import write_dataset
+
+    rng = np.random.default_rng(0)
+    splits = {
+        split: pd.DataFrame({"id": [f"{split}{i}" for i in range(size)], "features": rng.normal(size=(size, 4)).tolist(),
+                             "labels": [["a"] if i % 2 else ["a", "b"] for i in range(size)]})
+        for split, size in (("train", 32), ("val", 8), ("test", 8))
+    }  # fmt: skip
+    write_dataset(tmp_path / "data", splits, labels=["a", "b"], info={})
+    spec = {"dataset": "yeast", "encoder_name": "mlp", "encoder": {"kind": "mlp", "input_dim": 4, "hidden_dims": [8]}, "loss": "any",
+            "batch_size": 8, "pretrain": {"epochs": 1, "projection_dim": 4}, "probe": {"epochs": 3, "batch_size": 8}}  # fmt: skip
+    assert mscl_main(["bench", "curves", "--data", str(tmp_path / "data"), "--spec", json.dumps(spec), "--epochs", "2"]) == 0
+    printed = capsys.readouterr().out
+    assert "pretraining: 4 steps an epoch, 4 loss points; medians of 2 epochs each" in printed
+    assert "probe: 3 epochs on 64-wide features" in printed and printed.count("writer calls:") == 2
