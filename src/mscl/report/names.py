@@ -230,6 +230,24 @@ ARTIFACT_SCOPE: dict[str, tuple[tuple[str, ...] | None, tuple[str, ...] | None]]
 }
 
 
+# The table/figure group (`report.batch_size.<group>`) whose configured batch size selects the
+# runs a table or figure shows; the artifacts that mix groups (ablation, paper_vs_run) take, per
+# dataset and encoder role, the batch size most runs share, and the batch-size figure shows all.
+REPORT_GROUPS = {
+    "image": "image",
+    "aapd": "aapd",
+    "mimic_full": "mimic",
+    "mimic_50": "mimic",
+    "sota": "mimic",
+    "improvement": "image",
+    "std": "image",
+    "frequency_buckets": "image",
+    "text_encoders": "aapd",
+    "mimic_dotplot": "mimic",
+    "mimic_heatstrip": "mimic",
+}
+
+
 def in_scope(artifact: str, dataset: str, role: str) -> bool:
     """Whether a table or figure (ARTIFACT_SCOPE) shows results of `dataset` with an encoder of `role`."""
     scope_datasets, scope_roles = ARTIFACT_SCOPE.get(artifact, ((), ()))
