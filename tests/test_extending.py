@@ -104,19 +104,19 @@ def refused(tmp_path: Path, change) -> str:
 
 def test_a_loss_nobody_registered_is_refused_listing_the_registered_ones(tmp_path):
     output = refused(tmp_path, lambda config: config["experiments"]["mine"]["losses"].append("squared_jacard"))
-    assert "config experiments.mine.losses" in output and "'squared_jacard', which is neither built in nor registered" in output
+    assert "config key `experiments.mine.losses`" in output and "'squared_jacard', which is neither built in nor registered" in output
     assert "squared_jaccard" in output and "plugins:" in output and "mscl.register_pair_loss" in output and "docs/extending.md" in output
 
 
 def test_an_encoder_kind_nobody_registered_is_refused(tmp_path):
     output = refused(tmp_path, lambda config: config["encoders"]["mobilenet"]["spec"].update(kind="torchvison"))
-    assert "config encoders.mobilenet.spec.kind" in output and "'torchvison', which is neither built in nor registered" in output
+    assert "config key `encoders.mobilenet.spec.kind`" in output and "'torchvison', which is neither built in nor registered" in output
     assert "torchvision" in output and "mscl.register_encoder" in output
 
 
 def test_a_dataset_without_a_source_is_refused_saying_how_to_add_one(tmp_path):
     output = refused(tmp_path, lambda config: config["datasets"].append("shaps"))
-    assert "config `datasets` names 'shaps'" in output and "shapes" in output and "kind: csv" in output
+    assert "config key `datasets`" in output and "names dataset 'shaps'" in output and "shapes" in output and "kind: csv" in output
 
 
 def test_a_plugin_that_is_not_there_is_refused(tmp_path):

@@ -160,8 +160,8 @@ def test_lint_passes(tmp_path):
         ("seed=-1", "invalid config key `seed` in"),
         ("sources={'voc': {'difficult': 'sometimes'}}", "invalid config key `sources.voc.difficult` in"),
         # Names come from the package's lists (mscl.layout, mscl.registry), checked after the schema.
-        ("datasets=[imagenet]", "config `datasets` names 'imagenet', which is neither a built-in dataset setting"),
-        ("report={'display': {'cocoo': 'COCO-demo'}}", "config report.display names 'cocoo', which is neither"),
+        ("datasets=[imagenet]", "`datasets`: names dataset 'imagenet', which is neither a built-in dataset setting"),
+        ("report={'display': {'cocoo': 'COCO-demo'}}", "invalid config key `report.display.cocoo` in"),
     ],
 )
 def test_bad_config_fails_at_parse_time_naming_the_key(tmp_path, override, problem):
@@ -210,7 +210,9 @@ def test_experiment_naming_an_unprepared_dataset_fails_at_parse_time(tmp_path):
     result = snakemake(tmp_path, "-n", "--config", "datasets=[coco]", check=False)
     assert result.returncode != 0
     output = result.stdout + result.stderr
-    assert "experiments.image.datasets names 'voc'" in output and "Fix: add it to `datasets`" in output
+    assert "invalid config key `datasets` in" in output and "leaves out datasets 'voc', 'nuswide', 'aapd'" in output
+    assert "(image: 'voc', 'nuswide'; aapd: 'aapd';" in output and "image_seeds" not in output  # coco is prepared
+    assert "Fix: add them to `datasets`" in output
 
 
 def test_experiment_naming_an_unknown_dataset_offers_a_valid_fix(tmp_path):
@@ -222,8 +224,8 @@ def test_experiment_naming_an_unknown_dataset_offers_a_valid_fix(tmp_path):
     result = snakemake(tmp_path, "-n", "--configfile", str(config_file), check=False)
     output = result.stdout + result.stderr
     assert result.returncode != 0
-    assert "names 'cocoo', which is not a dataset setting of this pipeline" in output
-    assert "Fix: use one of ['coco'," in output and "add it to `datasets`" not in output
+    assert "`experiments.image.datasets` in" in output and "names dataset 'cocoo', which is neither a built-in dataset setting" in output
+    assert "Allowed: coco, voc," in output and "add them to `datasets`" not in output
     assert str(config_file) in output
 
 

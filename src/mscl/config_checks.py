@@ -186,18 +186,23 @@ class _Checker:
                 )
 
     def experiment_names(self) -> Iterator[ConfigProblem]:
+        unprepared: dict[str, list[str]] = {}  # block -> the datasets it runs that `datasets` leaves out
+        for block_name, block in self.experiments.items():
+            left_out = [d for d in block["datasets"] if d in self.known_datasets and d not in self.config["datasets"]]
+            if left_out:
+                unprepared[block_name] = left_out
+        if unprepared:
+            datasets = list(dict.fromkeys(d for left_out in unprepared.values() for d in left_out))
+            yield ConfigProblem(
+                "datasets",
+                f"is {list(self.config['datasets'])}, which leaves out {_named('dataset', datasets)} that experiment blocks run ("
+                + "; ".join(f"{name}: {', '.join(map(repr, left_out))}" for name, left_out in unprepared.items()) + ")",
+                "add them to `datasets` (a list replaces the list of the config it builds on: name every dataset there), "
+                "or remove them from those experiment blocks",
+            )
         for block_name, block in self.experiments.items():
             key = f"experiments.{block_name}"
             yield from self.unknown_datasets(f"{key}.datasets", [d for d in block["datasets"] if d not in self.known_datasets])
-            unprepared = [d for d in block["datasets"] if d in self.known_datasets and d not in self.config["datasets"]]
-            if unprepared:
-                yield ConfigProblem(
-                    f"{key}.datasets",
-                    f"names {_named('dataset', unprepared)}, which {_is(unprepared)} not in `datasets` (the settings the workflow prepares)",
-                    "add them to `datasets` (a list replaces the list of the config it builds on: name every dataset there) "
-                    "or remove them from the block",
-                    _quoted(self.config["datasets"]),
-                )
             undefined = [e for e in block["encoders"] if e not in self.encoders]
             if undefined:
                 yield ConfigProblem(
@@ -346,20 +351,22 @@ class _Checker:
         if tuning["metric"] not in SELECT_METRICS:
             yield ConfigProblem("tuning.metric", f"is {tuning['metric']!r}, not a metric that grows with quality", "use one of the allowed metrics", SELECT_METRICS)
         tuned = [(name, block) for name, block in self.experiments.items() if block.get("tune")]
+        tuning_seeds = sorted(self.config["tuning"]["seeds"])
+        sharing = {name: sorted(set(block.get("seeds", self.config["seeds"])) & set(tuning_seeds)) for name, block in tuned}
+        sharing = {name: seeds for name, seeds in sharing.items() if seeds}
+        if sharing:
+            yield ConfigProblem(
+                "tuning.seeds",
+                f"is {tuning_seeds}, which shares seed {next(iter(sharing.values()))[0]} with the test seeds of "
+                f"{_named('block', list(sharing))} (`tune: true`; their `seeds`, else the top-level `seeds`)",
+                "make `tuning.seeds` and the test seeds disjoint (test seeds must be fresh)",
+            )
         for block_name, block in tuned:
             yield from self.tuned_block(block_name, block)
         yield from self.tuned_and_untuned()
 
     def tuned_block(self, block_name: str, block: Mapping[str, Any]) -> Iterator[ConfigProblem]:
         key = f"experiments.{block_name}"
-        tuning_seeds = sorted(self.config["tuning"]["seeds"])
-        shared = sorted(set(block.get("seeds", self.config["seeds"])) & set(tuning_seeds))
-        if shared:
-            yield ConfigProblem(
-                f"{key}.seeds" if "seeds" in block else "seeds",
-                f"tests seed {shared[0]} in block {block_name!r} (`tune: true`), which is also a tuning seed {tuning_seeds}",
-                "make `tuning.seeds` and the test seeds disjoint (test seeds must be fresh)",
-            )
         source = block.get("tune_encoder")
         if source is not None and source not in self.encoders:
             yield ConfigProblem(
