@@ -268,17 +268,18 @@ def test_the_weights_see_the_label_overlap_of_the_batch():
 
 def test_the_schemas_short_lists_are_the_packages_lists():
     """The few closed lists the config schema still spells out (it is YAML: it cannot import
-    them) are checked against the one list each comes from: encoder roles (mscl.layout), the
+    them) are checked against the one list each comes from: the form of an encoder role (mscl.layout), the
     families and modalities of a source of one's own, the source kinds."""
     from pathlib import Path
 
     import yaml
 
     from mscl.defaults import CSV_MODALITIES
-    from mscl.layout import DATASET_FAMILY_NAMES, ENCODER_ROLES
+    from mscl.layout import DATASET_FAMILY_NAMES, REFERENCE_ROLE, ROLE_PATTERN
 
     schema = yaml.safe_load((Path(__file__).parents[1] / "workflow" / "schemas" / "config.schema.yaml").read_text())["properties"]
-    assert schema["encoders"]["additionalProperties"]["properties"]["role"]["enum"] == list(ENCODER_ROLES)
+    role = schema["encoders"]["additionalProperties"]["properties"]["role"]
+    assert role["pattern"] == ROLE_PATTERN and role["not"] == {"const": REFERENCE_ROLE} and "enum" not in role
     own = schema["sources"]["additionalProperties"]
     csv_source, manifest_source = own["oneOf"]
     for branch in (csv_source, manifest_source):

@@ -99,8 +99,9 @@ def test_collect_rejects_unknown_encoders_bad_roles_and_files_without_a_run_spec
     paths, _ = run_tree
     with pytest.raises(InputError, match="roberta_tiny"):
         collect_runs(paths, {"resnet_tiny": "resnet"})
-    with pytest.raises(InputError, match="role 'bert'"):
-        collect.parse_roles(["roberta_tiny=bert"])
+    assert collect.parse_roles(["roberta_tiny=bert"]) == {"roberta_tiny": "bert"}  # a role of one's own: the benchmark alone
+    with pytest.raises(InputError, match="role 'bert base' of encoder 'roberta_tiny' is not a name"):
+        collect.parse_roles(["roberta_tiny=bert base"])
     stray = tmp_path / "elsewhere" / "metrics.json"
     stray.parent.mkdir()
     stray.write_text(json.dumps({"test": {"micro_f1": 0.5}, "spec": {"dataset": "coco", "encoder_name": "resnet_tiny", "loss": "any"}}))

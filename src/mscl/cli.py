@@ -52,7 +52,7 @@ from mscl.defaults import (
     YEAST_POLICIES,
     YEAST_VAL_FRACTION,
 )
-from mscl.layout import DATASET_FAMILY_NAMES, DEMO_KINDS, FIGURE_NAMES, MIMIC_VERSIONS, PAPER_DATASETS, REPORT_ROLES, TABLE_NAMES
+from mscl.layout import DATASET_FAMILY_NAMES, DEMO_KINDS, FIGURE_NAMES, MIMIC_VERSIONS, PAPER_DATASETS, PAPER_ROLES, TABLE_NAMES
 
 AddOptions = Callable[[argparse.ArgumentParser], None]
 # command -> (description, module whose docstring's first paragraph is the description, options)
@@ -464,7 +464,7 @@ def _collect(parser: argparse.ArgumentParser) -> None:
         nargs="+",
         required=True,
         metavar="ENCODER=ROLE",
-        help=f"paper column of each encoder: {', '.join(REPORT_ROLES)} (chance=reference), in the config's encoder order: where encoders share a role on a dataset, the paper's tables show the paper's model, else the first listed",
+        help=f"role of each encoder: a paper column ({', '.join(PAPER_ROLES)}) or a name of your own (the benchmark alone; chance=reference), in the config's encoder order: where encoders share a role on a dataset, the paper's tables show the paper's model, else the first listed",
     )
     parser.add_argument("--train-counts", nargs="*", default=[], metavar="DATASET=STATS_JSON", help="stats.json of datasets that get head/tail bucket metrics")
     parser.add_argument("--dataset-names", nargs="*", default=[], metavar="DATASET=NAME", help="how tables and figures call each dataset (default: its key)")

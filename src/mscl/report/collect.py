@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -60,7 +61,8 @@ from mscl.errors import InputError
 from mscl.io import atomic_path, read_json
 from mscl.metrics import DEFAULT_THRESHOLD, MACRO_F1_CAML, MACRO_F1_DEFINITIONS, bucket_macro_f1, macro_f1_definition, macro_f1_key, macro_f1_variants
 from mscl.report.names import Named, WhatRan
-from mscl.report.style import CHANCE, ENCODER_ROLES, METHOD_DISPLAY_NAMES, REFERENCE_ROLE, REPORT_ROLES, method_name
+from mscl.layout import PAPER_ROLES, ROLE_PATTERN
+from mscl.report.style import CHANCE, METHOD_DISPLAY_NAMES, REFERENCE_ROLE, method_name
 
 # The run's axes and value, then what ran by name (the same for every row of a run).
 AXIS_COLUMNS = ("dataset", "encoder", "encoder_role", "loss", "batch_size", "seed", "split", "metric", "value")
@@ -261,8 +263,8 @@ def run_rows(
     if axes["encoder"] not in roles:
         raise InputError(
             metrics_path,
-            f"encoder {axes['encoder']!r} has no paper role",
-            f"add --roles {axes['encoder']}=ROLE with ROLE one of {list(REPORT_ROLES)}",
+            f"encoder {axes['encoder']!r} has no role",
+            f"add --roles {axes['encoder']}=ROLE with ROLE one of the paper's columns {list(PAPER_ROLES)}, or a name of your own",
             field="--roles",
         )
     definition = macro_f1_definition(axes["dataset"], metrics_path, document["spec"].get("dataset_family"))
@@ -499,17 +501,22 @@ def parse_pairs(values: Sequence[str], flag: str, example: str) -> dict[str, str
 
 
 def parse_roles(values: Sequence[str]) -> dict[str, str]:
-    """--roles ENCODER=ROLE arguments -> dict, ROLE checked against the paper's columns; the
-    role `reference` belongs to the label prior alone (chance=reference)."""
+    """--roles ENCODER=ROLE arguments -> dict. A role is any name (mscl.layout.ROLE_PATTERN): one
+    of the paper's columns (PAPER_ROLES) puts the encoder in that column of the paper's tables,
+    any other in the benchmark alone; the role `reference` belongs to the label prior alone
+    (chance=reference)."""
     roles = parse_pairs(values, "--roles", "resnet50=resnet")
     for encoder, role in roles.items():
-        if role not in REPORT_ROLES:
-            raise InputError(None, f"role {role!r} of encoder {encoder!r} is unknown", f"use one of {list(REPORT_ROLES)}", field="--roles")
+        if not re.match(ROLE_PATTERN, role):
+            raise InputError(
+                None, f"role {role!r} of encoder {encoder!r} is not a name",
+                f"use one of the paper's columns {list(PAPER_ROLES)}, or a name of your own (a letter, then letters, digits, '_' or '-')", field="--roles",
+            )  # fmt: skip
         if (encoder == CHANCE) != (role == REFERENCE_ROLE):
             raise InputError(
                 None,
                 f"--roles {encoder}={role}: the role {REFERENCE_ROLE!r} is reserved for the label prior, as {CHANCE}={REFERENCE_ROLE}",
-                f"map {CHANCE} to {REFERENCE_ROLE} and every encoder to one of {list(ENCODER_ROLES)}",
+                f"map {CHANCE} to {REFERENCE_ROLE} and every encoder to another role (the paper's {list(PAPER_ROLES)}, or one of your own)",
                 field="--roles",
             )
     return roles

@@ -34,6 +34,7 @@ from pathlib import PurePosixPath
 from typing import Any, Iterable, Mapping, Sequence
 
 from mscl.data.sources import coco_release
+from mscl.layout import PAPER_ROLES
 
 # Every dataset setting's plain name: the paper's ten settings, then the claim check's data.
 DATASET_NAMES = {
@@ -218,7 +219,7 @@ ARTIFACT_SCOPE: dict[str, tuple[tuple[str, ...] | None, tuple[str, ...] | None]]
     "mimic_50": (_MIMIC_50, _MIMIC_ROLES),
     "sota": (("mimic3_full",), ("plm_icd",)),
     "ablation": (("coco", "aapd"), ("resnet", "roberta")),
-    "paper_vs_run": (None, None),
+    "paper_vs_run": (None, PAPER_ROLES),
     "cost": (None, None),
     "improvement": (_IMAGE, ("resnet",)),
     "std": (_IMAGE, ("resnet",)),
