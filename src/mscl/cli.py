@@ -112,6 +112,14 @@ def seed(text: str) -> int:
     return int(text)
 
 
+def add_config_key_argument(parser: argparse.ArgumentParser) -> None:
+    """`--config-key`: the config block a preparation's options come from, for its messages."""
+    parser.add_argument(
+        "--config-key", default=None, metavar="KEY",
+        help="the config block these options come from (the workflow passes sources.<name>): messages name its keys beside the options",
+    )  # fmt: skip
+
+
 def add_image_arguments(parser: argparse.ArgumentParser, missing_default: str = "error") -> None:
     """Add --root/--out/--seed and the image-check options every image parser takes."""
     parser.add_argument("--root", required=True, type=Path, help="dataset root folder (the published layout)")
@@ -121,14 +129,15 @@ def add_image_arguments(parser: argparse.ArgumentParser, missing_default: str = 
         "--verify-images",
         action=argparse.BooleanOptionalAction,
         default=True,
-        help="open every referenced image with PIL and check it (default on)",
+        help="decode every referenced image in full with PIL, in parallel (default on); off, only their presence is checked",
     )
     parser.add_argument(
         "--missing-images",
         choices=MISSING_POLICIES,
         default=missing_default,
-        help=f"a missing or unreadable image is an error, or is dropped and counted (default {missing_default})",
+        help=f"a missing or undecodable image is an error, or is dropped, counted and listed in stats.json (default {missing_default})",
     )
+    add_config_key_argument(parser)
 
 
 def add_fractions_argument(parser: argparse.ArgumentParser, default: Sequence[float], help_default: str) -> None:
@@ -286,8 +295,9 @@ def add_own_dataset_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dataset", default=None, help="dataset name recorded in stats.json (default: the --out folder's name)")
     parser.add_argument(
         "--verify-images", action=argparse.BooleanOptionalAction, default=True,
-        help="image datasets: open every image with PIL and check it, besides checking that it exists (default on)",
+        help="image datasets: decode every image in full with PIL, in parallel, besides checking that it exists (default on)",
     )  # fmt: skip
+    add_config_key_argument(parser)
 
 
 @command("prepare-csv", doc_of="mscl.data.csv_source")
@@ -297,6 +307,10 @@ def _prepare_csv(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--input-column", required=True, help="column of each sample's text, or with --modality image its image path (relative to the file's folder)")
     parser.add_argument("--labels-column", required=True, help="column of each sample's labels, joined by --separator")
     parser.add_argument("--separator", default=CSV_LABEL_SEPARATOR, help=f"what joins the labels within a cell (default {CSV_LABEL_SEPARATOR!r})")
+    parser.add_argument(
+        "--separator-check", action=argparse.BooleanOptionalAction, default=True,
+        help="refuse a labels column whose cells look joined by another separator (|, comma, /, whitespace, ...) than --separator, which never occurs (default on)",
+    )  # fmt: skip
     split = parser.add_mutually_exclusive_group()
     split.add_argument("--split-column", default=None, help="column naming each row's split: train, val or test (any case; dev, valid, validation mean val)")
     split.add_argument(
