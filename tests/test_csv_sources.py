@@ -302,7 +302,7 @@ def test_a_pipe_joined_file_under_the_default_separator_is_refused_naming_the_co
     rows = [[f"d{i}", f"note {i}", "|".join(labels), ["train", "val", "test"][i % 3]] for i, labels in enumerate(label_sets(120))]
     source = write_csv(tmp_path / "docs.csv", rows)
     out = tmp_path / "out"
-    assert prepare_csv(source, out, *SPLIT, "--config-key", "sources.docs") == 1
+    assert prepare_csv(source, out, *SPLIT, "--from-config", "--dataset", "docs") == 1
     message = capsys.readouterr().err
     assert "(field 'labels'): the labels of column 'labels' look joined by '|', not by the separator ';', which occurs in no cell" in message
     assert "Read with ';', every row has one label and there are" in message and "split by '|', 7." in message

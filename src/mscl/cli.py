@@ -46,6 +46,7 @@ from mscl.defaults import (
     MIMIC_CHUNK_ROWS,
     MIMIC_DOWNLOAD_TIMEOUT_S,
     MIMIC_LABEL_SPACES,
+    MISSING_IMAGES_DEFAULTS,
     MISSING_POLICIES,
     NUSWIDE_FRACTIONS,
     VOC_DIFFICULT_POLICIES,
@@ -112,16 +113,17 @@ def seed(text: str) -> int:
     return int(text)
 
 
-def add_config_key_argument(parser: argparse.ArgumentParser) -> None:
-    """`--config-key`: the config block a preparation's options come from, for its messages."""
+def add_from_config_argument(parser: argparse.ArgumentParser) -> None:
+    """`--from-config`: a preparation's messages name the config keys its options come from."""
     parser.add_argument(
-        "--config-key", default=None, metavar="KEY",
-        help="the config block these options come from (the workflow passes sources.<name>): messages name its keys beside the options",
+        "--from-config", action="store_true",
+        help="the options come from the config's `sources.<name>` block (the workflow passes it): messages name its keys beside the options",
     )  # fmt: skip
 
 
-def add_image_arguments(parser: argparse.ArgumentParser, missing_default: str = "error") -> None:
+def add_image_arguments(parser: argparse.ArgumentParser, source: str) -> None:
     """Add --root/--out/--seed and the image-check options every image parser takes."""
+    missing_default = MISSING_IMAGES_DEFAULTS[source]
     parser.add_argument("--root", required=True, type=Path, help="dataset root folder (the published layout)")
     parser.add_argument("--out", required=True, type=Path, help="output folder of the prepared manifest")
     parser.add_argument("--seed", type=seed, default=0, help="seed of the split (default 0)")
@@ -129,7 +131,7 @@ def add_image_arguments(parser: argparse.ArgumentParser, missing_default: str = 
         "--verify-images",
         action=argparse.BooleanOptionalAction,
         default=True,
-        help="decode every referenced image in full with PIL, in parallel (default on); off, only their presence is checked",
+        help="decode every referenced image in full with PIL, in parallel (default on)",
     )
     parser.add_argument(
         "--missing-images",
@@ -137,7 +139,7 @@ def add_image_arguments(parser: argparse.ArgumentParser, missing_default: str = 
         default=missing_default,
         help=f"a missing or undecodable image is an error, or is dropped, counted and listed in stats.json (default {missing_default})",
     )
-    add_config_key_argument(parser)
+    add_from_config_argument(parser)
 
 
 def add_fractions_argument(parser: argparse.ArgumentParser, default: Sequence[float], help_default: str) -> None:
@@ -193,12 +195,12 @@ def _prepare_mimic(parser: argparse.ArgumentParser) -> None:
 
 @command("prepare-coco", doc_of="mscl.data.coco")
 def _prepare_coco(parser: argparse.ArgumentParser) -> None:
-    add_image_arguments(parser)
+    add_image_arguments(parser, "coco")
 
 
 @command("prepare-voc", doc_of="mscl.data.voc")
 def _prepare_voc(parser: argparse.ArgumentParser) -> None:
-    add_image_arguments(parser)
+    add_image_arguments(parser, "voc")
     parser.add_argument(
         "--difficult",
         choices=VOC_DIFFICULT_POLICIES,
@@ -209,7 +211,7 @@ def _prepare_voc(parser: argparse.ArgumentParser) -> None:
 
 @command("prepare-nuswide", doc_of="mscl.data.nuswide")
 def _prepare_nuswide(parser: argparse.ArgumentParser) -> None:
-    add_image_arguments(parser, missing_default="drop")
+    add_image_arguments(parser, "nuswide")
     add_fractions_argument(parser, NUSWIDE_FRACTIONS, "0.6 0.2 0.2; AllLabels only: TrainTestLabels keeps the official split")
 
 
@@ -220,6 +222,7 @@ def _prepare_aapd(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=seed, default=0, help="seed of the re-split (default 0)")
     parser.add_argument("--policy", choices=AAPD_POLICIES, default="resplit", help="re-split the pooled documents (default) or keep the published split")
     add_fractions_argument(parser, AAPD_FRACTIONS, "the paper's 37.8k/6.7k/11.3k proportions, used by the re-split")
+    add_from_config_argument(parser)
 
 
 @command("prepare-yeast", doc_of="mscl.data.yeast")
@@ -297,7 +300,7 @@ def add_own_dataset_arguments(parser: argparse.ArgumentParser) -> None:
         "--verify-images", action=argparse.BooleanOptionalAction, default=True,
         help="image datasets: decode every image in full with PIL, in parallel, besides checking that it exists (default on)",
     )  # fmt: skip
-    add_config_key_argument(parser)
+    add_from_config_argument(parser)
 
 
 @command("prepare-csv", doc_of="mscl.data.csv_source")
@@ -608,6 +611,14 @@ def _bench_preprocess(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--chunk-rows", type=int, default=5_000, help="passed to prepare-mimic")
     parser.add_argument("--seed", type=seed, default=0)
     parser.add_argument("--workdir", type=Path, help="scratch folder (default: a temporary one, removed afterwards)")
+
+
+@command("bench images", doc_of="mscl.bench.images")
+def _bench_images(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--images", type=int, default=300, help="JPEGs to write and check (default 300)")
+    parser.add_argument("--size", type=int, nargs=2, default=[640, 480], metavar=("WIDTH", "HEIGHT"), help="their size in pixels (default 640 480, COCO's usual)")
+    parser.add_argument("--workers", type=int, default=None, help="the most decoding threads to time (default: the CPUs this process may use)")
+    parser.add_argument("--seed", type=seed, default=0)
 
 
 @command("bench dag", doc_of="mscl.bench.dag")

@@ -15,6 +15,7 @@ from snakemake.logging import logger
 sys.path.insert(0, os.path.join(REPO_ROOT, "src"))
 from mscl import registry
 from mscl.config_checks import config_problems, problems_message
+from mscl.defaults import MISSING_IMAGES_DEFAULTS
 from mscl.data.sources import LAYOUTS, SPLIT_LIST_FILES, source_problem, split_folder_problem
 from mscl.interrupt import stop_jobs_on_sigint, tie_jobs_to_this_process
 from mscl.jobserver import run_jobs_from, start_for_workflow
@@ -271,7 +272,8 @@ def folder_of(name):
 
 def prepare_options(source):
     """Options of `python -m mscl prepare-<source>` beyond --root, --out and --seed, from the
-    source's config block (the schema documents each key)."""
+    source's config block (the schema documents each key). `missing_images` is passed only
+    where it is not the parser's own default, so that a config without it plans the same jobs."""
     settings = config["sources"][source]
     options = []
     if source == "voc":
@@ -280,6 +282,8 @@ def prepare_options(source):
         options.append(f"--policy {settings['policy']}")
     if not settings.get("verify_images", True):
         options.append("--no-verify-images")
+    if settings.get("missing_images", MISSING_IMAGES_DEFAULTS.get(source)) != MISSING_IMAGES_DEFAULTS.get(source):
+        options.append(f"--missing-images {settings['missing_images']}")
     return " ".join(options)
 
 
@@ -368,6 +372,8 @@ def own_source_command(wildcards):
         options.append("--no-verify-images")
     if block["kind"] == "manifest":
         return " ".join(["prepare-manifest", f"--root {shlex.quote(block['root'])}", *options[:1], *options[2:]])
+    if block.get("separator_check") is False:
+        options.append("--no-separator-check")
     options += [f"--path {shlex.quote(block['path'])}", f"--input-column {shlex.quote(block['input_column'])}"]
     options.append(f"--labels-column {shlex.quote(block['labels_column'])}")
     for key in ("separator", "split_column", "id_column", "delimiter", "modality"):

@@ -185,6 +185,6 @@ def prepare(
 def main(argv: Sequence[str] | None = None) -> int:
     """CLI: `python -m mscl prepare-coco --root DIR --out DIR [--seed N] [image options]`."""
     args = cli.parse_args("prepare-coco", argv)
-    stats = prepare(args.root, args.out, args.seed, args.verify_images, args.missing_images, OptionNames(args.config_key))
+    stats = prepare(args.root, args.out, args.seed, args.verify_images, args.missing_images, OptionNames.of_source("coco", args.from_config))
     print(f"prepare-coco: wrote {args.out} counts={stats['counts']} labels={stats['num_labels']} dropped={stats['dropped']}")
     return 0

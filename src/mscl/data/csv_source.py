@@ -349,7 +349,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.path, args.out, args.input_column, args.labels_column,
         separator=args.separator, split_column=args.split_column, fractions=args.fractions, modality=args.modality,
         family=args.family, seed=args.seed, delimiter=args.delimiter, id_column=args.id_column, dataset=args.dataset,
-        verify_images=args.verify_images, separator_check=args.separator_check, names=OptionNames(args.config_key),
+        verify_images=args.verify_images, separator_check=args.separator_check, names=OptionNames.of_source(args.dataset or Path(args.out).name, args.from_config),
     )  # fmt: skip
     without = sum(stats["splits"][name]["samples_without_labels"] for name in SPLITS)
     print(f"prepare-csv: wrote {args.out} counts={stats['counts']} labels={stats['num_labels']} family={stats['family']} samples_without_labels={without}")

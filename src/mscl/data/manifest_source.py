@@ -238,6 +238,6 @@ def prepare(
 def main(argv: Sequence[str] | None = None) -> int:
     """CLI: `python -m mscl prepare-manifest --root DIR --out DIR [--family F] [--dataset NAME] [--no-verify-images]`."""
     args = cli.parse_args("prepare-manifest", argv)
-    stats = prepare(args.root, args.out, args.family, args.dataset, args.verify_images, OptionNames(args.config_key))
+    stats = prepare(args.root, args.out, args.family, args.dataset, args.verify_images, OptionNames.of_source(args.dataset or Path(args.out).name, args.from_config))
     print(f"prepare-manifest: wrote {args.out} counts={stats['counts']} labels={stats['num_labels']} modality={stats['modality']} family={stats['family']}")
     return 0

@@ -259,6 +259,6 @@ def prepare(
 def main(argv: Sequence[str] | None = None) -> int:
     """CLI: `python -m mscl prepare-nuswide --root DIR --out DIR [--seed N] [--fractions T V S] [image options]`."""
     args = cli.parse_args("prepare-nuswide", argv)
-    stats = prepare(args.root, args.out, args.seed, args.fractions, args.verify_images, args.missing_images, OptionNames(args.config_key))
+    stats = prepare(args.root, args.out, args.seed, args.fractions, args.verify_images, args.missing_images, OptionNames.of_source("nuswide", args.from_config))
     print(f"prepare-nuswide: wrote {args.out} counts={stats['counts']} labels={stats['num_labels']} dropped={stats['dropped']}")
     return 0

@@ -172,6 +172,6 @@ def prepare(
 def main(argv: Sequence[str] | None = None) -> int:
     """CLI: `python -m mscl prepare-voc --root DIR --out DIR [--seed N] [--difficult P] [image options]`."""
     args = cli.parse_args("prepare-voc", argv)
-    stats = prepare(args.root, args.out, args.seed, args.difficult, args.verify_images, args.missing_images, OptionNames(args.config_key))
+    stats = prepare(args.root, args.out, args.seed, args.difficult, args.verify_images, args.missing_images, OptionNames.of_source("voc", args.from_config))
     print(f"prepare-voc: wrote {args.out} counts={stats['counts']} labels={stats['num_labels']} dropped={stats['dropped']}")
     return 0
