@@ -114,6 +114,31 @@ def test_a_registered_loss_module_takes_its_declared_options_and_the_run_options
         build_loss(LossSpec("scaled_any", 0.2, {"alpha": 1}))
 
 
+def test_the_examples_loss_module_is_any_at_margin_0_and_takes_its_declared_option(monkeypatch):
+    """examples/extending/margin_any.py (docs/extending.md): a whole torch.nn.Module registered
+    with an option, built from a LossSpec as a run builds it, on dense and sparse CSR labels."""
+    from pathlib import Path
+
+    from mscl.losses import build_loss, csr_labels, loss_options_taken
+
+    monkeypatch.chdir(Path(__file__).parents[1])
+    plugins.load_plugins(["examples/extending/margin_any.py"])
+    assert loss_options_taken("margin_any") == {"margin"} and registry.method_display("margin_any") == "ANY + margin"
+    features, labels = batch()
+    sparse = csr_labels([torch.nonzero(row).flatten() for row in labels], labels.shape[1])
+    any_loss = make_loss("any", temperature=0.2)(features, labels)
+    at_zero = build_loss(LossSpec("margin_any", 0.2, {"margin": 0.0}))
+    assert torch.allclose(at_zero(features, labels).double(), any_loss, atol=1e-6)
+    assert torch.allclose(at_zero(features, sparse).double(), any_loss, atol=1e-6)
+    with_margin = build_loss(LossSpec("margin_any", 0.2, {"margin": 0.3}))(features, labels)
+    assert with_margin > any_loss  # positives count less: every anchor's loss grows
+    with_margin.backward()
+    assert features.grad is not None and torch.isfinite(features.grad).all()
+    assert build_loss(LossSpec("margin_any", 0.2))(features, torch.zeros_like(labels)) == 0  # no positive at all
+    with pytest.raises(ValueError, match=r"does not take option\(s\) \['gamma'\]"):
+        build_loss(LossSpec("margin_any", 0.2, {"gamma": 1}))
+
+
 def test_the_training_loop_builds_a_registered_loss_from_a_run_spec():
     """pretrain.build_model passes num_labels and dim to a loss that declares them."""
     from mscl.train.pretrain import build_model
