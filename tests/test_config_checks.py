@@ -258,12 +258,12 @@ def test_the_message_names_the_key_the_files_the_value_the_allowed_values_and_th
     "overlay, expected",
     [
         ({"training": {"loss_options": {"simdisim": {"form": "literal"}}}}, "`training.loss_options.simdisim`"),
-        ({"training": {"loss_options": {"simdissim": {"gamma": 2}}}}, "`training.loss_options.simdissim.gamma`"),
         ({"experiments": {"mixed": {"datasets": ["aapd"], "encoders": ["resnet8"], "losses": ["any"], "batch_sizes": [32]}}}, "`experiments.mixed.encoders`"),
     ],
 )
 def test_a_dry_run_refuses_the_mistake_before_any_job(tmp_path, overlay, expected):
-    """As a user runs it: the default config with their file layered over it, `snakemake -n`."""
+    """As a user runs it: the default config with their file layered over it, `snakemake -n`
+    (tests/test_malformed_inputs.py runs more cases, each over a whole copy of the config)."""
     mine = tmp_path / "mine.yaml"
     mine.write_text(yaml.safe_dump(overlay))
     result = snakemake(tmp_path, "-n", "--configfile", str(REPO_ROOT / "config.yaml"), str(mine), check=False)
