@@ -46,6 +46,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "probe": ("mscl.train.probe", "linear probe on the frozen encoder; test scores and metrics"),
     "select-setting": ("mscl.tuning", "choose a method's tuned setting on val from its tuning runs (mean over tuning seeds)"),
     "chance": ("mscl.report.chance", "label-prior reference run: train label frequencies as test scores, probe-format outputs"),
+    "stale": ("mscl.stale", "the finished runs that today's code, packages or plugins would not make the same way, and how to rerun them"),
     "collect": ("mscl.report.collect", "gather every run's metrics into one tidy CSV"),
     "table": ("mscl.report.tables", "one paper table (tex/csv/md/html) from the tidy results"),
     "figure": ("mscl.report.figures", "one paper figure (pdf/png/html) from the tidy results"),
