@@ -15,7 +15,7 @@ from typing import Any, Callable
 import pytest
 import yaml
 from conftest import REPO_ROOT
-from snakemake.utils import validate
+from snakemake.utils import update_config, validate
 from test_workflow import snakemake
 
 from mscl import plugins, registry
@@ -34,10 +34,9 @@ def clean_registry(monkeypatch):
 
 
 def merged(base: dict, overlay: dict) -> dict:
-    """`overlay` over `base` as Snakemake merges config files: mappings key by key, anything else replaced."""
+    """`overlay` over `base` as Snakemake merges config files (`--configfile base overlay`)."""
     result = copy.deepcopy(base)
-    for key, value in overlay.items():
-        result[key] = merged(result[key], value) if isinstance(value, dict) and isinstance(result.get(key), dict) else copy.deepcopy(value)
+    update_config(result, copy.deepcopy(overlay))
     return result
 
 
