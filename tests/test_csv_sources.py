@@ -505,3 +505,19 @@ def test_probe_label_prior_and_collect_use_the_spec_dataset_family(tmp_path: Pat
     assert value[("mlp", "test", "macro_f1")] == pytest.approx(metrics["test"]["macro_f1_caml"])
     assert value[("chance", "test", "macro_f1")] == pytest.approx(prior["test"]["macro_f1_caml"])
     assert MACRO_F1_PER_CLASS == FAMILY_MACRO_F1["tabular"]  # what `own` would have had without its family
+
+
+def test_the_workflows_preparation_names_the_config_keys_the_user_wrote(tmp_path: Path) -> None:
+    """A csv source whose `labels_column` is not in the file, run by Snakemake: the log of the
+    preparation names `sources.docs.labels_column`, not only the command's flag."""
+    from test_workflow import snakemake
+
+    write_csv(tmp_path / "docs.csv", text_rows())
+    mine = tmp_path / "mine.yaml"
+    mine.write_text("datasets: [docs]\nsources:\n  docs: {kind: csv, path: docs.csv, input_column: text, labels_column: tags}\n")
+    result = snakemake(tmp_path, "data/processed/docs/stats.json", "--configfile", str(mine), check=False)
+    assert result.returncode != 0
+    log = (tmp_path / "results" / "logs" / "preprocess" / "docs.log").read_text()
+    assert "no column 'tags' (named by `sources.docs.labels_column` (--labels-column))" in log
+    assert "Fix: set `sources.docs.labels_column` (--labels-column) to one of those columns" in log
+    assert not (tmp_path / "data" / "processed" / "docs").exists()
