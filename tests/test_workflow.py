@@ -394,6 +394,7 @@ def tiny_text_config(path: Path, epochs: int) -> Path:
         "one": {"datasets": ["aapd"], "encoders": ["roberta-tiny"], "losses": ["simdissim"], "batch_sizes": [8]}
     }
     config["training"] = {"pretrain": {"epochs": epochs, "max_steps_per_epoch": 1}, "probe": {"epochs": 2}}
+    config["report"]["batch_size"]["aapd"] = 8  # the AAPD tables show the run's batch size
     path.write_text(yaml.safe_dump(config))
     return path
 

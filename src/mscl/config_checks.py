@@ -127,7 +127,8 @@ def _recorded_modality(root: str) -> str | None:
     return modality if modality in registry.MODALITIES else None
 
 
-def _quoted(values: Iterable[Any]) -> tuple[str, ...]:
+def _as_text(values: Iterable[Any]) -> tuple[str, ...]:
+    """The allowed values as a message lists them."""
     return tuple(str(value) for value in values)
 
 
@@ -209,7 +210,7 @@ class _Checker:
                     f"{key}.encoders",
                     f"names {_named('encoder', undefined)}, which {_is(undefined)} not a key of `encoders`",
                     "define it under `encoders` or correct the name",
-                    _quoted(self.encoders),
+                    _as_text(self.encoders),
                 )
             unknown = [loss for loss in block["losses"] if loss not in self.methods]
             if unknown:
@@ -245,7 +246,7 @@ class _Checker:
                     f"sets {set_by_run[0]!r}, which the run sets itself",
                     "remove it: the temperature is `training.pretrain.temperature` (or an encoder's `pretrain.temperature`), "
                     "num_labels comes from the data, dim from `pretrain.projection_dim`",
-                    _quoted(takes),
+                    _as_text(takes),
                 )
             for option in sorted(set(options) - declared - {"temperature", *RUN_LOSS_OPTIONS}):
                 yield ConfigProblem(
@@ -253,7 +254,7 @@ class _Checker:
                     f"loss {loss!r} does not take option {option!r}"
                     + ("" if takes else f" (it takes no options besides the temperature, `training.pretrain.temperature`)"),
                     "correct the option's name, or remove it" + (f" ({registry.plugin_loss(loss).source} declares the options of {loss!r})" if registry.plugin_loss(loss) else ""),
-                    _quoted(takes),
+                    _as_text(takes),
                 )
             for option, value in options.items():
                 choices = registry.LOSS_OPTION_CHOICES.get((loss, option))
@@ -284,7 +285,7 @@ class _Checker:
                     f"whose samples are {MODALITY_INPUTS[holds]}",
                     "run each encoder on datasets of its modality: split the block into one per modality"
                     + ("" if fitting else f", or define an encoder of a kind that reads {MODALITY_INPUTS[holds]}"),
-                    _quoted(fitting),
+                    _as_text(fitting),
                 )
             if "logreg" in block["losses"] and holds == "text":
                 yield ConfigProblem(
@@ -339,7 +340,7 @@ class _Checker:
             for name in (method, source):
                 if name not in self.methods or name in UNTRAINED_METHODS:
                     what = "a method nothing defines" if name not in self.methods else "an untrained method, which has nothing to tune"
-                    yield ConfigProblem(key, f"names {name!r}, {what}", f"name trained methods on both sides, e.g. `sim: simdissim`", _quoted(trained))
+                    yield ConfigProblem(key, f"names {name!r}, {what}", f"name trained methods on both sides, e.g. `sim: simdissim`", _as_text(trained))
                     break
             else:
                 if family_of(method) != family_of(source):
@@ -373,7 +374,7 @@ class _Checker:
                 f"{key}.tune_encoder",
                 f"names {source!r}, which is not a key of `encoders`",
                 "name the encoder whose tuning selection the block reuses",
-                _quoted(self.encoders),
+                _as_text(self.encoders),
             )
             return
         for encoder in block["encoders"]:
@@ -424,14 +425,14 @@ class _Checker:
                 "report.claim.reference",
                 f"is {reference!r}, which is not a trained method",
                 "name the method every other one is compared with (default simdissim)",
-                _quoted(m for m in self.methods if m not in UNTRAINED_METHODS),
+                _as_text(m for m in self.methods if m not in UNTRAINED_METHODS),
             )
         elif report["artifacts"] == "claim" and self.experiments and reference not in run_methods:
             yield ConfigProblem(
                 "report.claim.reference",
                 f"is {reference!r}, which no experiment block runs, so the claim check has nothing to compare with",
                 "name a method the experiment blocks run, or add it to their `losses`",
-                _quoted(run_methods),
+                _as_text(run_methods),
             )
         if report["artifacts"] == "paper":
             yield from self.report_batch_sizes()
@@ -452,7 +453,7 @@ class _Checker:
                     f"report.batch_size.{group}",
                     f"is {configured}, but the {group} tables' runs have batch sizes {sorted(ran)} only, so every cell would show 'not run'",
                     f"set `report.batch_size.{group}` to the batch size whose runs the {group} tables show",
-                    _quoted(sorted(ran)),
+                    _as_text(sorted(ran)),
                 )
 
 
