@@ -40,8 +40,9 @@ UV_COMPILE = $(BIN)/uv pip compile pyproject.toml --universal --python-version 3
 	--custom-compile-command "make lock" --quiet $(UPGRADE)
 lock: install
 	$(UV_COMPILE) --extra slurm --extra demo -o requirements.lock.txt
-	$(UV_COMPILE) --extra slurm --extra demo --extra test --extra lint --extra lock --constraint requirements.lock.txt \
-		$$($(BIN)/python -m mscl.environment no-emit requirements.lock.txt) -o requirements-dev.lock.txt
+	no_emit=$$($(BIN)/python -m mscl.provenance no-emit requirements.lock.txt) && \
+		$(UV_COMPILE) --extra slurm --extra demo --extra test --extra lint --extra lock --constraint requirements.lock.txt \
+		$$no_emit -o requirements-dev.lock.txt
 
 demo: install
 	$(SNAKEMAKE) --cores $(CORES) $(TARGETS)

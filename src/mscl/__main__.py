@@ -92,6 +92,9 @@ def main(argv: list[str] | None = None) -> int:
 def run(argv: list[str]) -> int:
     """Run a command whose arguments `main` has checked, in this process."""
     command, rest = argv[0], argv[1:]
+    # The command itself, however it was started (through `launch` or a job server's worker,
+    # which set their own): what a job's versions.json records as its command (mscl.provenance).
+    sys.argv = [sys.argv[0], *argv]
     module = importlib.import_module(COMMANDS[command][0])
     try:
         return int(module.main(rest) or 0)

@@ -24,6 +24,8 @@ import ast
 import functools
 import hashlib
 import importlib.metadata
+import os
+import shlex
 import subprocess
 import sys
 import tomllib
@@ -388,6 +390,10 @@ def provenance(plugins: Iterable[tuple[str, Path, Path]] = ()) -> dict[str, obje
     """What versions.json records of the software when a job ends; `plugins`: (reference, file,
     folder) of each plugin the job loaded (mscl.plugins.loaded_plugins)."""
     return {
+        # How to run it again: the command (the workflow's rule ran it through `mscl launch`) and
+        # the folder it ran in, which its relative paths are relative to.
+        "command": shlex.join(["python", "-m", "mscl", *sys.argv[1:]]),
+        "working_directory": os.getcwd(),
         "python": sys.version.split()[0],
         "mscl_commit": source_commit(),
         "code": code_record(),
