@@ -161,6 +161,9 @@ def test_make_install_requires_the_hashes_of_both_locks_and_fetches_nothing_unpi
     assert re.search(r"^LOCKS := requirements.lock.txt requirements-dev.lock.txt$", (REPO / "Makefile").read_text(), re.M)
     [own] = [line for line in recipe if "-e ." in line]
     assert "--no-deps" in own and "--no-build-isolation" in own  # mscl is built with the locked setuptools
+    # make lock: the locked uv, and the step that keeps the dev lock from repeating the main one
+    lock = (REPO / "Makefile").read_text().split("\nlock: install\n", 1)[1].split("\n\n")[0]
+    assert "$(BIN)/uv pip compile" in (REPO / "Makefile").read_text() and "$(BIN)/python -m mscl.provenance no-emit requirements.lock.txt) &&" in lock
 
 
 @pytest.mark.slow
