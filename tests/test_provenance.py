@@ -270,3 +270,23 @@ def test_the_citation_file_names_this_software_and_the_paper_as_its_source_does(
     assert f"\\title{{{paper['title']}}}" in tex and f"\\def\\year{{{paper['year']}}}" in tex
     assert [f"{a['given-names']} {a['family-names']}" for a in paper["authors"]] == re.findall(r"\\name ([^\\]+?) \\email", tex)
     assert (REPO / "LICENSE").read_text().startswith("MIT License")
+
+
+def test_a_served_job_records_what_it_would_have_imported_in_its_own_process():
+    """mscl.provenance's import tracking, as the job server uses it: the server preloads modules
+    no job needs all of, then one job imports a preloaded module, a module the server does not
+    have and one its statements name. Its record equals that of the same imports in a fresh
+    interpreter (light modules: no torch; two fresh interpreters, so that this one's
+    __import__ stays as it is)."""
+    job = "import mscl.train.settings\nfrom mscl.data import sources\nfrom mscl import usage\n"
+    record = "print(json.dumps(sorted(provenance.code_record()['files'])))\n"
+    served = (
+        "import importlib, json\nfrom mscl import provenance\nprovenance.track_imports()\n"
+        "for name in ('mscl.tuning', 'mscl.report.names'):\n    importlib.import_module(name)\n"  # as mscl.jobserver.serve preloads
+        "provenance.start_job()\n" + job + record
+    )
+    alone = "import json\nfrom mscl import provenance\n" + job + record
+    records = [json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout) for code in (served, alone)]
+    assert records[0] == records[1]
+    assert {"mscl/train/settings.py", "mscl/registry.py", "mscl/data/sources.py", "mscl/usage.py", "mscl/provenance.py"} <= set(records[0])
+    assert "mscl/tuning.py" not in records[0] and "mscl/report/names.py" not in records[0]

@@ -67,10 +67,10 @@ from mscl.usage import usage_line
 
 SOCKET_ENV = "MSCL_JOB_SERVER"
 SERVED_COMMANDS = frozenset({"pretrain", "probe", "cache-prefix"})
-# The libraries a training job imports; the worker imports anything else itself. No mscl
-# module beyond the server's own: each job imports the mscl modules it runs (0.09 s for all of
-# them once these are loaded), so that its versions.json names exactly those
-# (mscl.provenance.code_record; a probe does not list the losses, a pretraining no report code).
+# What a training job imports; the worker imports anything else itself. The server notes which
+# mscl modules each preloaded module imports (mscl.provenance.track_imports), so that a job's
+# versions.json still names exactly the mscl modules that job imported (a pretraining lists no
+# probe or report code).
 PRELOAD = (
     "torch",
     "torch._dynamo",  # torch.optim imports it on an optimizer's first use: 1.3 s a job
@@ -84,7 +84,11 @@ PRELOAD = (
     "transformers.modeling_utils",
     "peft",
     "threadpoolctl",
-    "tqdm",
+    "mscl.train.pretrain",
+    "mscl.train.probe",
+    "mscl.train.prefix",
+    "mscl.models.text",
+    "mscl.models.plm_icd",
 )
 # The thread counts a job sets (Snakemake sets all six to the rule's threads). Libraries read
 # them when they are loaded, i.e. in the server, so the server loads them with one thread each
@@ -478,13 +482,14 @@ def serve(path: str, owner_pid: int, run_command: Callable[[list[str]], int], pr
     os.rename(path + ".binding", path)
     listener.setblocking(False)
     started = time.perf_counter()
+    from mscl import provenance
+
+    provenance.track_imports()
     for name in preload:
         importlib.import_module(name)
-    # What each job's versions.json reads of the installed distributions and the locks
-    # (mscl.provenance): read once here, not per job.
-    from mscl.provenance import warm_caches
-
-    warm_caches()
+    # What each job's versions.json reads of the installed distributions and the locks: read
+    # once here, not per job.
+    provenance.warm_caches()
     log(f"preloaded {len(preload)} modules in {time.perf_counter() - started:.1f} s; serving {path}")
     server = Server(listener, path, owner_pid, started_with)
     job = server.run()
@@ -595,6 +600,9 @@ def _become_job_process(job: Job) -> None:
     sys.stdout = open(1, "w", buffering=1 if unbuffered or os.isatty(1) else -1, closefd=False)
     sys.stderr = open(2, "w", buffering=1, closefd=False)
     sys.argv = [sys.argv[0], *request["argv"]]
+    from mscl.provenance import start_job  # imported by the server already
+
+    start_job()  # from here on, this job's own imports (its versions.json names them)
     _apply_thread_count(int(os.environ["OMP_NUM_THREADS"]))
     print(WORKER_LINE.format(pid=os.getpid(), server=os.getppid()), file=sys.stderr)
 
