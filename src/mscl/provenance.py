@@ -3,8 +3,8 @@ source files that ran, and the plugins with their own helpers (docs/reproducibil
 
 Every training job (pretrain, the untrained references' initial encoder, probe, cache-prefix,
 chance) writes `provenance()` into its versions.json when it ends, so that the record names the
-modules it actually ran: a pretraining never lists report code, and a probe never lists the
-losses. `python -m mscl stale` (mscl.stale) compares these records with today's files.
+mscl modules the job imported (a pretraining lists no report code), also when the job server
+ran it. `python -m mscl stale` (mscl.stale) compares these records with today's files.
 
 The locks are `requirements.lock.txt` (the pipeline) and `requirements-dev.lock.txt` (the tools
 only tests and CI need), written by `make lock` with uv from pyproject.toml: one entry per
