@@ -540,6 +540,63 @@ def test_a_ddp_run_with_a_stopped_rank_fails_within_the_timeout_naming_it(tabula
     assert not re.search(r"rank 1 (stopped responding|did not reach)", output), output[-3000:]
 
 
+@pytest.mark.slow
+def test_a_ddp_jobs_gpus_stay_locked_until_its_last_rank_ends_even_when_its_agent_is_killed(tabular_manifest: Path, tmp_path: Path) -> None:
+    """`mscl launch --gpus 2 --torchrun` on a pool of 2 (fake ids, gloo on CPU): both ranks hold
+    the job's two lock files (handed over by the launching process, torchrun's agent). The agent
+    killed (SIGKILL) while its ranks live on (stopped here, so that they cannot end meanwhile):
+    no device is free; the ranks gone, both are."""
+    import psutil
+
+    from mscl.train import gpu_locks, gpu_pool
+
+    folder, pool = tmp_path / "locks", ["0", "1"]
+    spec = {**DDP_SPEC, "pretrain": {**DDP_SPEC["pretrain"], "epochs": 1000}}  # never reaches its end here
+    command = [
+        sys.executable, "-m", "mscl", "launch", "--gpus", "2", "--torchrun", "--", sys.executable, "-m", "mscl", "pretrain",
+        "--data", str(tabular_manifest), "--spec", json.dumps(spec), "--out", str(tmp_path / "out"),
+    ]  # fmt: skip
+    env = {key: value for key, value in os.environ.items() if key not in ("SLURM_JOB_ID", "CUDA_VISIBLE_DEVICES", "MSCL_JOB_SERVER")}
+    env.update({gpu_pool.POOL_ENV: ",".join(pool), gpu_locks.LOCK_DIR_ENV: str(folder), "OMP_NUM_THREADS": "1"})
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO / "src"), os.environ.get("PYTHONPATH")]))
+    agent = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines, training = [], threading.Event()
+
+    def read() -> None:
+        for line in agent.stdout:
+            lines.append(line)
+            if "pretrain epoch 2/1000" in line:
+                training.set()
+
+    threading.Thread(target=read, daemon=True).start()
+    ranks = []
+    try:
+        assert training.wait(120), "".join(lines)[-3000:]
+        ranks = [process for process in psutil.Process(agent.pid).children() if "RANK" in process.environ()]
+        assert len(ranks) == 2
+        locks = {str(folder / f"gpu-{device}.slot0.lock") for device in pool}
+        for rank in ranks:
+            assert locks <= {opened.path for opened in rank.open_files()}, rank.environ()["RANK"]
+            rank.send_signal(signal.SIGSTOP)
+        agent.kill()
+        agent.wait(timeout=30)
+        assert all(rank.is_running() for rank in ranks)
+        assert gpu_locks.try_claim(1, pool, folder, 1) is None  # the ranks hold both devices
+    finally:
+        for rank in ranks:
+            try:
+                rank.kill()
+            except psutil.NoSuchProcess:
+                pass
+        agent.kill()
+        agent.wait()
+    psutil.wait_procs(ranks, timeout=30)
+    claim = gpu_locks.try_claim(2, pool, folder, 1)
+    assert claim is not None and claim.devices == pool
+    claim.release()
+    assert "launch: this job holds GPU(s) 0, 1 of 0, 1 until its last process ends" in "".join(lines)
+
+
 def test_ddp_launch_of_an_untrained_method_runs_on_rank_0_alone(tabular_manifest: Path, tmp_path: Path, monkeypatch, capsys) -> None:
     """`none` started as 2 ranks: rank 1 exits at once, rank 0 saves the initial encoder as a
     one-process run. Neither joins a process group: without MASTER_ADDR joining would fail."""
