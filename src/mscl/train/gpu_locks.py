@@ -202,6 +202,19 @@ class Unusable:
         return messages
 
 
+def unusable_slots(pool: Sequence[str], folder: Path, jobs_per_device: int) -> Unusable:
+    """The lock files of `pool` this user cannot open (each made, if missing, on the way): a
+    job that could never have enough devices stops at once instead of waiting its turn."""
+    unusable = Unusable()
+    for device in pool:
+        for slot in range(jobs_per_device):
+            try:
+                os.close(open_shared_file(folder / f"gpu-{device}.slot{slot}.lock"))
+            except LockError as error:
+                unusable.add(device, slot, str(error))
+    return unusable
+
+
 def try_claim(count: int, pool: Sequence[str], folder: Path, jobs_per_device: int, unusable: Unusable | None = None) -> Claim | None:
     """`count` distinct devices of `pool`, each by one free slot's lock; None (nothing held)
     when fewer than `count` devices have a free slot. Lock files this user cannot open are
@@ -297,7 +310,7 @@ def claim_devices(count: int, pool: Sequence[str], folder: Path, jobs_per_device
             f"Fix: lower the encoder's resources.gpu, or list more devices in `local_gpus.devices`"
         )
     queue = shared_folder(folder / QUEUE_FOLDER)
-    unusable = Unusable()
+    unusable = unusable_slots(pool, folder, jobs_per_device)
     ticket = None
     waited_since = reported_at = None
     try:
