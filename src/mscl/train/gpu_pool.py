@@ -176,9 +176,11 @@ class LocalGpus:
         return len(self.devices) * self.jobs_per_device
 
 
-def plan_local_gpus(devices: str | Sequence[Any], jobs_per_device: int, local: bool, environment: MutableMapping[str, str] = os.environ) -> LocalGpus:
-    """The run's pool from `local_gpus` (module docstring). Not local, or inside a SLURM job
-    (which SLURM gave its own GPUs): no pool."""
+def plan_local_gpus(devices: str | Sequence[Any], jobs_per_device: int | str, local: bool, environment: MutableMapping[str, str] = os.environ) -> LocalGpus:
+    """The run's pool from `local_gpus` (module docstring; `jobs_per_device` may be the text
+    `--config` makes of a number). Not local, or inside a SLURM job (which SLURM gave its own
+    GPUs): no pool."""
+    jobs_per_device = int(jobs_per_device)
     if not local or "SLURM_JOB_ID" in environment:
         return LocalGpus([], jobs_per_device, local=False, source="the cluster's scheduler")
     if devices != "auto":
