@@ -651,8 +651,10 @@ export_ddp_timeout(config["distributed"]["timeout_s"])
 # This machine's GPU pool for a local run (mscl.train.gpu_pool), found once: Snakemake's `gpu`
 # resource is its size (unless `--resources gpu=N` says otherwise), so the scheduler starts no
 # more GPU jobs than the pool holds. GPUs that cannot be listed stop the run before any job.
+# The executor is not known while the workflow parses; a cluster run is one with remote nodes
+# (`--jobs N`, which Snakemake requires of a cluster executor: the SLURM profiles' `jobs`).
 LOCAL_GPUS = plan_local_gpus(
-    config["local_gpus"]["devices"], config["local_gpus"]["jobs_per_device"], local=workflow.local_exec
+    config["local_gpus"]["devices"], config["local_gpus"]["jobs_per_device"], local=workflow.nodes is None
 )
 limit_gpu_jobs(workflow.global_resources, LOCAL_GPUS, report=logger.info)
 if LOCAL_GPUS.problem:
