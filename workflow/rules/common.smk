@@ -431,7 +431,7 @@ def source_input(fixed_source, manifest_dataset):
 
 def own_families_option():
     """`--families NAME=FAMILY ...` of the datasets of one's own ('' when there are none)."""
-    families = [f"{name}={family}" for name, family in OWN_FAMILIES.items() if family]
+    families = [f"{name}={family}" for name, family in sorted(OWN_FAMILIES.items()) if family]
     return " ".join(["--families", *families]) if families else ""
 
 
