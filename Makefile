@@ -14,16 +14,35 @@ BIN     := $(VENV)/bin
 # Rules run `python -m mscl ...`: put the virtualenv first on PATH for snakemake's jobs.
 SNAKEMAKE := PATH="$(abspath $(BIN)):$$PATH" $(BIN)/snakemake
 
-.PHONY: install demo test dry-run lint bench clean-results claim claim-data claim-publish claim-quick paper-smoke readme-results
+.PHONY: install lock stale demo test dry-run lint bench clean-results claim claim-data claim-publish claim-quick paper-smoke readme-results
 
-$(BIN)/.installed: requirements.lock.txt pyproject.toml
+# Every distribution of the virtualenv comes from the two locks, at its exact version and with
+# its sha256 checked (--require-hashes: a changed or substituted wheel is refused); pip itself
+# and setuptools too. mscl is then installed from this checkout, built with the locked
+# setuptools (no build isolation: nothing unpinned is fetched).
+LOCKS := requirements.lock.txt requirements-dev.lock.txt
+$(BIN)/.installed: $(LOCKS) pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -r requirements.lock.txt
-	$(BIN)/python -m pip install --quiet --no-deps -e .
+	$(BIN)/python -m pip install --quiet --require-hashes $(addprefix -r ,$(LOCKS))
+	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
 	touch $@
 
 install: $(BIN)/.installed
+
+# The locks, generated from pyproject.toml by the locked uv (docs/reproducibility.md): universal
+# (one file for Linux and macOS, CPython 3.11 and newer; torch's CUDA wheels keep their platform
+# markers), hashed, the pipeline's distributions in requirements.lock.txt and the tools only
+# tests and CI need in requirements-dev.lock.txt (resolved together with the first, which it
+# does not repeat). Pins already in a lock are kept unless pyproject.toml's ranges exclude them;
+# UPGRADE=--upgrade (or UPGRADE="--upgrade-package torch") moves them.
+UPGRADE ?=
+UV_COMPILE = $(BIN)/uv pip compile pyproject.toml --universal --python-version 3.11 --generate-hashes \
+	--custom-compile-command "make lock" --quiet $(UPGRADE)
+lock: install
+	$(UV_COMPILE) --extra slurm --extra demo -o requirements.lock.txt
+	no_emit=$$($(BIN)/python -m mscl.provenance no-emit requirements.lock.txt) && \
+		$(UV_COMPILE) --extra slurm --extra demo --extra test --extra lint --extra lock --constraint requirements.lock.txt \
+		$$no_emit -o requirements-dev.lock.txt
 
 demo: install
 	$(SNAKEMAKE) --cores $(CORES) $(TARGETS)
@@ -83,6 +102,13 @@ RERUN_SETTING ?= 2 torch threads per job
 readme-results: install
 	$(BIN)/python -m mscl readme-results --runs results/metrics/all_runs.csv \
 		$(if $(RERUN),--rerun $(RERUN) --rerun-setting "$(RERUN_SETTING)") --record docs/results/demo_run.csv --readme README.md
+
+# The finished runs that today's code, packages or plugins would not make the same way
+# (docs/reproducibility.md): CONFIGFILE="config/paper.yaml ..." as given to snakemake's
+# --configfile. Exit status 1 when some are stale.
+CONFIGFILE ?=
+stale: install
+	$(BIN)/python -m mscl stale $(if $(CONFIGFILE),--configfile $(CONFIGFILE))
 
 dry-run: install
 	$(SNAKEMAKE) --cores $(CORES) -n $(TARGETS)

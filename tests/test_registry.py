@@ -5,8 +5,12 @@ and restored around it (`clean_registry`)."""
 
 from __future__ import annotations
 
+import copy
 import json
 import math
+import os
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -221,6 +225,34 @@ def test_a_spec_imports_its_plugins_and_refuses_a_changed_file(tmp_path, monkeyp
     (tmp_path / "my_plugin.py").write_text(PLUGIN + "\n# edited\n")
     with pytest.raises(InputError, match="changed after this job was planned.*rerun snakemake"):
         load_spec(json.dumps(spec))
+
+
+def test_a_job_imports_a_plugins_helper_without_pythonpath_and_refuses_an_edited_helper(tmp_path, monkeypatch):
+    """What a training job does with its spec's plugins, in a fresh interpreter whose working
+    folder is the workflow's: the plugin's folder is on sys.path while it loads (and after, last),
+    so its helper imports; a helper edited after planning is refused, naming it."""
+    folder = tmp_path / "lab_plugins"
+    folder.mkdir()
+    (folder / "helped.py").write_text("import mscl\nfrom weights_of_mine import w\nmscl.register_pair_loss('helped', w)\n")
+    (folder / "weights_of_mine.py").write_text("def w(overlap):\n    return (overlap.intersection > 0).float()\n")
+    for module, name in ((plugins, "_LOADED"), (registry, "_PLUGIN_LOSSES"), (sys, "path")):  # this process's state stays as it was
+        monkeypatch.setattr(module, name, copy.copy(getattr(module, name)))
+    monkeypatch.delitem(sys.modules, "weights_of_mine", raising=False)
+    [plugin] = plugins.load_plugins([str(folder / "helped.py")])
+    entry = plugin.spec_entry()
+    assert entry["local_modules"] == {"weights_of_mine.py": __import__("hashlib").sha256((folder / "weights_of_mine.py").read_bytes()).hexdigest()}
+    job = (
+        "import json, sys\nfrom mscl.plugins import load_spec_plugins\nfrom mscl import registry\n"
+        f"load_spec_plugins([json.loads({json.dumps(json.dumps(entry))})], 'spec')\n"
+        "print(registry.plugin_sources(loss='helped'), sys.path[-1])"
+    )  # fmt: skip
+    environment = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    done = subprocess.run([sys.executable, "-c", job], cwd=tmp_path, env=environment, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"['{folder / 'helped.py'}'] {folder}"
+    (folder / "weights_of_mine.py").write_text("def w(overlap):\n    return overlap.intersection\n")
+    refused = subprocess.run([sys.executable, "-c", job], cwd=tmp_path, env=environment, capture_output=True, text=True)
+    assert refused.returncode != 0 and "changed after this job was planned: its helper 'weights_of_mine.py'" in refused.stderr
 
 
 @pytest.mark.parametrize(

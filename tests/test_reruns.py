@@ -174,3 +174,51 @@ def test_the_order_of_keys_in_the_config_file_reruns_nothing(finished_grid):
 def test_a_changed_key_reruns_exactly_the_jobs_it_touches(finished_grid, key):
     value, expected = CHANGES[key]
     assert planned(finished_grid, changed(grid_config(), key, value), key.replace(".", "_")) == expected
+
+
+# A plugin that imports a helper of its own folder (docs/extending.md): the helper's hash joins
+# the run spec of the runs that use the plugin, as the plugin file's does.
+PLUGIN = '''import mscl
+from overlap_weights import shared_label_weights
+
+mscl.register_pair_loss("helped", shared_label_weights)
+'''
+HELPER = '''def shared_label_weights(overlap):
+    return (overlap.intersection > 0).float()
+'''
+
+
+@pytest.fixture(scope="module")
+def finished_plugin_grid(tmp_path_factory) -> Path:
+    """Every job of a grid with the plugin's loss and a built-in one recorded as done; the plugin
+    imports its helper with nothing on PYTHONPATH."""
+    workdir = tmp_path_factory.mktemp("plugin_reruns")
+    (workdir / "my_plugins").mkdir()
+    (workdir / "my_plugins" / "helped.py").write_text(PLUGIN)
+    (workdir / "my_plugins" / "overlap_weights.py").write_text(HELPER)
+    config = plugin_grid_config()
+    config_file = workdir / "base.yaml"
+    config_file.write_text(yaml.safe_dump(config))
+    make_every_product(snakemake(workdir, "-n", "--configfile", str(config_file)).stdout, workdir)
+    snakemake(workdir, "--touch", "--forceall", "--quiet", "--configfile", str(config_file))
+    return workdir
+
+
+def plugin_grid_config() -> dict:
+    config = grid_config()
+    config["datasets"] = ["coco"]
+    config["plugins"] = ["my_plugins/helped.py"]
+    config["experiments"] = {"image": {"datasets": ["coco"], "encoders": ["resnet8"], "losses": ["any", "helped"], "batch_sizes": [32]}}
+    return config
+
+
+@pytest.mark.slow
+def test_editing_a_plugins_helper_reruns_exactly_the_runs_that_use_the_plugin(finished_plugin_grid):
+    helper = finished_plugin_grid / "my_plugins" / "overlap_weights.py"
+    assert planned(finished_plugin_grid, plugin_grid_config(), "same") == {}
+    try:
+        helper.write_text(HELPER + "# an edit\n")
+        counts = planned(finished_plugin_grid, plugin_grid_config(), "edited")
+    finally:
+        helper.write_text(HELPER)
+    assert counts == {"pretrain": 1, "probe": 1, **REPORT}  # the `helped` run alone

@@ -349,6 +349,28 @@ def test_mini_grid_builds_every_table_figure_and_the_report(tmp_path):
     check_log = (tmp_path / "results" / "logs" / "report" / "check_complete.log").read_text()
     assert any("image.csv: no result for" in line and "/voc/" in line for line in check_log.splitlines())  # PASCAL was not run
     assert "figure text_encoders: no result for" in check_log and "problems in 7 tables" in check_log
+    # What made the runs (mscl.provenance): each job recorded the mscl files it ran, a
+    # pretraining no report code; today's code made every run, one version of each file.
+    run = tmp_path / "results/runs/coco/resnet8/any/bs64/seed0"
+    ran = json.loads((run / "pretrain" / "versions.json").read_text())["code"]["files"]
+    assert {"mscl/losses.py", "mscl/train/pretrain.py"} <= set(ran) and not any(name.startswith("mscl/report/") for name in ran)
+    prepared = json.loads((tmp_path / "data/processed/coco/versions.json").read_text())["code"]["files"]
+    assert {"mscl/data/coco.py", "mscl/data/manifest.py"} <= set(prepared) and "mscl/train/pretrain.py" not in prepared
+    assert "more than one version of the code" not in image_md
+    stale = [sys.executable, "-m", "mscl", "stale", "--configfile", str(config_file)]
+    done = subprocess.run(stale, cwd=tmp_path, capture_output=True, text=True)
+    assert (done.returncode, done.stdout) == (0, "0 of 3 runs stale\n"), done.stderr  # any, simdissim, the label prior
+    # As a later edit of the losses leaves it: that run is stale, and the printed command plans
+    # exactly its jobs and what reads them.
+    record = json.loads((run / "pretrain" / "versions.json").read_text())
+    record["code"]["files"]["mscl/losses.py"] = "0" * 64
+    (run / "pretrain" / "versions.json").write_text(json.dumps(record))
+    done = subprocess.run(stale, cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 1 and done.stdout.startswith("results/runs/coco/resnet8/any/bs64/seed0: pretrain: mscl/losses.py changed;")
+    command = done.stdout.splitlines()[-1].split()
+    assert command[:2] == ["snakemake", "--configfile"] and command[-2:] == ["--forcerun", "results/runs/coco/resnet8/any/bs64/seed0/pretrain/encoder.pt"]
+    planned = job_counts(snakemake(tmp_path, "-n", *command[1:]).stdout)
+    assert planned["pretrain"] == 1 and planned["probe"] == 1 and "prepare_coco" not in planned
 
 
 TINY_RUN = "aapd/roberta-tiny/simdissim/bs8/seed0"

@@ -46,6 +46,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "probe": ("mscl.train.probe", "linear probe on the frozen encoder; test scores and metrics"),
     "select-setting": ("mscl.tuning", "choose a method's tuned setting on val from its tuning runs (mean over tuning seeds)"),
     "chance": ("mscl.report.chance", "label-prior reference run: train label frequencies as test scores, probe-format outputs"),
+    "stale": ("mscl.stale", "the finished runs that today's code, packages or plugins would not make the same way, and how to rerun them"),
     "collect": ("mscl.report.collect", "gather every run's metrics into one tidy CSV"),
     "table": ("mscl.report.tables", "one paper table (tex/csv/md/html) from the tidy results"),
     "figure": ("mscl.report.figures", "one paper figure (pdf/png/html) from the tidy results"),
@@ -96,6 +97,9 @@ def main(argv: list[str] | None = None) -> int:
 def run(argv: list[str]) -> int:
     """Run a command whose arguments `main` has checked, in this process."""
     command, rest = argv[0], argv[1:]
+    # The command itself, however it was started (through `launch` or a job server's worker,
+    # which set their own): what a job's versions.json records as its command (mscl.provenance).
+    sys.argv = [sys.argv[0], *argv]
     module = importlib.import_module(COMMANDS[command][0])
     try:
         return int(module.main(rest) or 0)

@@ -456,6 +456,14 @@ def _chance(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
 
 
+@command("stale", doc_of="mscl.stale")
+def _stale(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--configfile", nargs="+", metavar="FILE",
+        help="the config files snakemake runs with, in the same order (default: the checkout's config.yaml, as snakemake's)",
+    )  # fmt: skip
+
+
 @command("collect", description="gather every run's metrics into one tidy CSV")
 def _collect(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--metrics", nargs="+", required=True, metavar="FILE", help="metrics.json of probe (or chance) runs; the run axes come from the spec recorded in each")

@@ -38,6 +38,7 @@ import pyarrow.parquet as pq
 from mscl.errors import InputError
 from mscl.io import naming_a_full_disk, sha256_file, staging_folder, write_json, write_text
 from mscl.layout import DATASET_FAMILY_NAMES, MODALITY_FAMILY
+from mscl.provenance import provenance as software_provenance
 
 SPLITS = ("train", "val", "test")
 CONTENT_COLUMNS = ("text", "path", "features")
@@ -241,6 +242,9 @@ class ManifestWriter:
                 writer.close()
             self._writers = {}
             write_text(self._staging / "labels.txt", "".join(f"{label}\n" for label in vocabulary))
+            # What prepared it (mscl.provenance): `python -m mscl stale` finds the runs on data
+            # that today's preparation code would prepare differently.
+            write_json(self._staging / "versions.json", software_provenance())
             write_json(self._staging / "stats.json", stats)
         self._publish()
         return stats

@@ -102,9 +102,11 @@ def chance_metrics(data_dir: Path, dataset: str | None = None, family: str | Non
 def main(argv: Sequence[str] | None = None) -> int:
     args = cli.parse_args("chance", argv)
     from mscl.train.probe import write_test_scores
+    from mscl.train.runtime import finish_versions
 
     document, test_split, test_scores, vocabulary = chance_metrics(args.data, args.dataset, args.dataset_family)
     write_test_scores(args.out / "test_scores.parquet", test_split, test_scores, vocabulary)
+    finish_versions(args.out / "versions.json", {})
     write_json(args.out / "metrics.json", document)
     test = document["test"]
     shown = ", ".join(f"{name} {test[name]:.4f}" if test[name] is not None else f"{name} NaN" for name in ("micro_f1", "macro_f1", "map", "micro_auc"))

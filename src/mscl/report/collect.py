@@ -66,10 +66,14 @@ from mscl.report.style import CHANCE, ENCODER_ROLES, METHOD_DISPLAY_NAMES, REFER
 # The run's axes and value, then what ran by name (the same for every row of a run).
 AXIS_COLUMNS = ("dataset", "encoder", "encoder_role", "loss", "batch_size", "seed", "split", "metric", "value")
 NAME_COLUMNS = ("dataset_display", "encoder_display", "paper_dataset", "paper_encoder", "method_display", "encoder_order")
-RUN_COLUMNS = (*AXIS_COLUMNS, *NAME_COLUMNS)
+# The versions of the mscl files the run's jobs ran that differ between the collected runs,
+# "path@sha256[:12] ...": empty when every run ran the same version of every file it used
+# (mscl.provenance; `mixed_code_sentence`).
+CODE_COLUMN = "code_versions"
+RUN_COLUMNS = (*AXIS_COLUMNS, *NAME_COLUMNS, CODE_COLUMN)
 # Columns added after the first all_runs.csv files were written: `load_runs` fills them in an
 # older file (`with_later_columns`) instead of refusing it.
-LATER_COLUMNS = ("method_display", "encoder_order")
+LATER_COLUMNS = ("method_display", "encoder_order", CODE_COLUMN)
 # How the label prior (encoder "chance", role `reference`) is named in tables and figures.
 CHANCE_ENCODER_DISPLAY = "label prior (no encoder)"
 # metrics.json section -> split name in the tidy CSV.
@@ -282,6 +286,43 @@ def run_rows(
     return rows
 
 
+def run_code_files(metrics_path: str | Path) -> dict[str, set[str]]:
+    """The mscl files a run's jobs ran, path -> their sha256 (two when the code changed between
+    its pretraining and its probe), from the versions.json of its probe and of the pretraining
+    beside it; empty for a run made before jobs recorded their code."""
+    probe = Path(metrics_path).parent
+    files: dict[str, set[str]] = {}
+    for record in (probe / "versions.json", probe.parent / "pretrain" / "versions.json"):
+        code = (read_json(record, "versions.json", "rerun the job", "rerun the job").get("code") or {}) if record.is_file() else {}
+        for name, digest in (code.get("files") or {}).items():
+            files.setdefault(name, set()).add(digest)
+    return files
+
+
+def code_versions(runs: Sequence[Mapping[str, set[str]]]) -> list[str]:
+    """Each run's CODE_COLUMN: its versions of the files that several runs ran in different versions."""
+    seen: dict[str, set[str]] = {}
+    for files in runs:
+        for name, digests in files.items():
+            seen.setdefault(name, set()).update(digests)
+    mixed = sorted(name for name, digests in seen.items() if len(digests) > 1)
+    return [" ".join(f"{name}@{digest[:12]}" for name in mixed if name in files for digest in sorted(files[name])) for files in runs]
+
+
+def mixed_code_sentence(runs: pd.DataFrame) -> str:
+    """A caption's sentence when the runs were made by more than one version of an mscl file
+    (empty when not), naming the files."""
+    versions: dict[str, set[str]] = {}
+    for value in runs[CODE_COLUMN].dropna().unique():
+        for token in str(value).split():
+            name, _, digest = token.rpartition("@")
+            versions.setdefault(name, set()).add(digest)
+    if not versions:
+        return ""
+    files = ", ".join(f"{name} ({len(digests)} versions)" for name, digests in sorted(versions.items()))
+    return f"These runs were made by more than one version of the code: {files}; `python -m mscl stale` lists the runs today's code would not make the same way."
+
+
 def collect_runs(
     metrics_paths: Sequence[str | Path],
     roles: Mapping[str, str],
@@ -289,7 +330,12 @@ def collect_runs(
     names: RunNames | None = None,
 ) -> pd.DataFrame:
     """One tidy frame (RUN_COLUMNS) of all runs, sorted by every axis for a stable file."""
-    rows = [row for path in metrics_paths for row in run_rows(path, roles, train_counts or {}, names)]
+    versions = code_versions([run_code_files(path) for path in metrics_paths])
+    rows = [
+        {**row, CODE_COLUMN: version}
+        for path, version in zip(metrics_paths, versions)
+        for row in run_rows(path, roles, train_counts or {}, names)
+    ]
     frame = pd.DataFrame(rows, columns=list(RUN_COLUMNS))
     keys = [c for c in AXIS_COLUMNS if c != "value"]
     duplicated = frame.duplicated(keys)
@@ -314,7 +360,7 @@ def load_runs(path: str | Path) -> pd.DataFrame:
     path = Path(path)
     if not path.exists():
         raise InputError(path, "results file not found", "run `python -m mscl collect` first", field="--runs")
-    text = {c: str for c in ("dataset", "encoder", "encoder_role", "loss", "split", "metric", "dataset_display", "encoder_display", "method_display")}
+    text = {c: str for c in ("dataset", "encoder", "encoder_role", "loss", "split", "metric", "dataset_display", "encoder_display", "method_display", CODE_COLUMN)}
     frame = pd.read_csv(path, dtype=text, keep_default_na=False, na_values={"value": ["", "NaN", "nan"]})
     missing = [c for c in RUN_COLUMNS if c not in frame.columns and c not in LATER_COLUMNS]
     if missing:
@@ -334,7 +380,8 @@ def load_runs(path: str | Path) -> pd.DataFrame:
 def with_later_columns(runs: pd.DataFrame) -> pd.DataFrame:
     """`runs` (RUN_COLUMNS) with LATER_COLUMNS filled where absent or empty: method_display with
     `style.method_name` of the loss, encoder_order with the encoder's place among the encoder
-    keys in alphabetical order (an older file does not record the --roles order)."""
+    keys in alphabetical order (an older file does not record the --roles order), code_versions
+    empty (an older file does not say)."""
     runs = runs.assign(**{column: math.nan for column in LATER_COLUMNS if column not in runs.columns})
     display = runs["method_display"]
     missing_display = display.isna() | (display.astype(str) == "")
@@ -344,7 +391,7 @@ def with_later_columns(runs: pd.DataFrame) -> pd.DataFrame:
     if order.isna().any():
         alphabetical = {encoder: place for place, encoder in enumerate(sorted(runs["encoder"].unique()))}
         order = order.fillna(runs["encoder"].map(alphabetical))
-    return runs.assign(method_display=display, encoder_order=order.astype(int))
+    return runs.assign(method_display=display, encoder_order=order.astype(int), **{CODE_COLUMN: runs[CODE_COLUMN].astype(object).where(runs[CODE_COLUMN].notna(), "").astype(str)})
 
 
 def shown_encoders(runs: pd.DataFrame) -> dict[tuple[str, str], str]:

@@ -76,7 +76,7 @@ from mscl.data.manifest import SPLITS, read_labels
 from mscl.errors import InputError
 from mscl.interrupt import exit_on_sigterm
 from mscl.train.data import Split, load_split
-from mscl.train.runtime import load_checkpoint, pick_device, save_checkpoint
+from mscl.train.runtime import finish_versions, load_checkpoint, pick_device, save_checkpoint, software_versions
 from mscl.train.spec import read_spec_mapping
 
 FORMAT = 1
@@ -273,6 +273,11 @@ def read_encoder_spec(value: str) -> tuple[dict[str, Any], str]:
     return dict(mapping), where
 
 
+def versions_path(cache: Path) -> Path:
+    """Where a cache's versions.json lies: beside it, `<encoder>.versions.json`."""
+    return cache.with_name(f"{cache.stem}.versions.json")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = cli.parse_args("cache-prefix", argv)
     exit_on_sigterm("cache-prefix: stopped by SIGTERM; nothing was written, rerun to start over")
@@ -288,7 +293,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         encoder = build_encoder(spec_encoder, len(vocabulary))
     except ValueError as error:
         raise InputError(where, str(error), "fix the encoder spec", field="encoder") from error
-    payload = cache_prefix(encoder, splits, args.batch_size, pick_device())
+    device = pick_device()
+    payload = cache_prefix(encoder, splits, args.batch_size, device)
+    finish_versions(versions_path(args.out), software_versions(device, "fp32"))
     save_checkpoint(args.out, payload)
     size = args.out.stat().st_size
     print(f"cache-prefix: wrote {args.out} ({size / 2**20:.1f} MiB)", file=sys.stderr)

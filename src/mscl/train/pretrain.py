@@ -44,7 +44,7 @@ import math
 import os
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -66,9 +66,11 @@ from mscl.train.monitor import ridge_readout_map
 from mscl.train.data import TOKEN_DROP_RATE, Split, drop_tokens, load_split, make_loader, pretrain_dataset, standardize, worker_count
 from mscl.train import distributed
 from mscl.train.distributed import UNWATCHED, Ranks, Unwatched, Watchdog
+from mscl.provenance import code_record
 from mscl.train.runtime import (
     autocast,
     capture_rng,
+    finish_versions,
     load_checkpoint,
     load_trainable_state,
     pick_device,
@@ -284,6 +286,9 @@ class TrainingState:
     ranks: Ranks
     epoch: int = 0  # epochs done
     step: int = 0  # optimisation steps done
+    # The mscl files (path -> sha256) of the earlier segments of a resumed run, from its
+    # checkpoint: versions.json names every code that trained it (mscl.provenance).
+    earlier_code: list[dict[str, str] | None] = field(default_factory=list)
 
     @property
     def total_steps(self) -> int:
@@ -411,6 +416,8 @@ def checkpoint_state(state: TrainingState) -> dict[str, Any] | None:
         "loss": state.loss_fn.state_dict(),
         "optimizer": state.optimizer.state_dict(),
         "rng": rng,
+        # This segment's code and the earlier segments' (plain strings: weights_only-loadable).
+        "code": {"earlier": state.earlier_code, "now": code_record()["files"]},
         **saved,
     }
 
@@ -465,6 +472,9 @@ def resume(state: TrainingState, path: Path) -> None:
     state.optimizer.load_state_dict(saved["optimizer"])
     restore_rng(saved["rank_rng"][state.ranks.rank - 1] if state.ranks.rank else saved["rng"], state.generator)
     state.epoch, state.step = int(saved["epoch"]), int(saved["step"])
+    # None: a segment whose code is unknown (a checkpoint of an mscl that did not record it)
+    code = saved.get("code", {"earlier": [], "now": None})
+    state.earlier_code = [*code["earlier"], code["now"]]
     if state.ranks.main:
         print(f"pretrain: resumed from {path.name} after epoch {state.epoch}", file=sys.stderr)
 
@@ -560,7 +570,7 @@ def save_initial_encoder(spec: RunSpec, num_labels: int, out: Path, versions: di
     encoder = encoder_from_spec(spec, num_labels)
     out.mkdir(parents=True, exist_ok=True)
     write_json(out / "resolved_spec.json", pretrain_view(spec.to_dict()))
-    write_json(out / "versions.json", versions)
+    finish_versions(out / "versions.json", versions)
     save_checkpoint(out / "encoder.pt", trainable_state(encoder))
     print(f"pretrain: method {spec.loss.name!r}: saved the encoder as initialised (no training)", file=sys.stderr)
     return 0
@@ -619,13 +629,14 @@ def run(
     # Rank 0's work alone sits in rank0_alone blocks: the other ranks wait for it in the store,
     # as long as rank 0 responds (up to $MSCL_DDP_RANK0_TIMEOUT_S, 3600 s), not in a collective,
     # whose timeout ($MSCL_DDP_TIMEOUT_S + 60 s) is sized for a step, not for a monitor's pass.
+    # Where the training images were decoded: views differ slightly between the two (docs/gpu.md).
+    versions["image_decode"] = getattr(loader.dataset, "decode", None)
     monitor = None
     with watchdog.rank0_alone("the outputs' set-up"):
         if ranks.main:
             out.mkdir(parents=True, exist_ok=True)
             write_json(out / "resolved_spec.json", pretrain_view(spec.to_dict()))
-            # Where the training images were decoded: views differ slightly between the two (docs/gpu.md).
-            write_json(out / "versions.json", {**versions, "image_decode": getattr(loader.dataset, "decode", None)})
+            write_json(out / "versions.json", versions)
             monitor = ReadoutMonitor(spec, args.data, vocabulary, args.prefix_cache, device, precision) if cfg.monitor_every else None
 
     started = last_checkpoint = time.perf_counter()
@@ -663,6 +674,7 @@ def run(
     if not ranks.main:  # leaves the run: rank 0's final files below keep no rank waiting
         return 0
     save_checkpoint(out / "head.pt", {k: v.detach().cpu() for k, v in state.head.state_dict().items()})
+    finish_versions(out / "versions.json", versions, state.earlier_code)
     save_checkpoint(out / "encoder.pt", trainable_state(state.encoder))  # last: its presence means done
     # A finished run never resumes, and its checkpoint (weights + optimiser state: 1.1 GB for a
     # RoBERTa-base PLM-ICD run) would fill the disk over a grid: the paper's smoke grid hit 47 GB

@@ -68,6 +68,7 @@ from mscl.train.pretrain import encoder_from_spec, load_run_splits
 from mscl.train.runtime import (
     autocast,
     check_checkpoint,
+    finish_versions,
     load_checkpoint,
     load_trainable_state,
     pick_device,
@@ -454,7 +455,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
     write_json(out / "resolved_spec.json", spec.to_dict())
-    write_json(out / "versions.json", software_versions(device, precision))
+    versions = software_versions(device, precision)
+    write_json(out / "versions.json", versions)
 
     @functools.cache
     def frozen_encoder() -> nn.Module:
@@ -510,5 +512,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         "ignored_label_occurrences": {name: splits[name].ignored_labels for name in SPLITS},
         "spec": spec.to_dict(),
     }
-    write_json(out / "metrics.json", metrics)
+    finish_versions(out / "versions.json", versions)
+    write_json(out / "metrics.json", metrics)  # last: its presence means done
     return 0

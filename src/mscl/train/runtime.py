@@ -8,22 +8,21 @@ stored as tensors and lists, never as pickled objects.
 from __future__ import annotations
 
 import contextlib
-import functools
 import importlib.metadata
 import os
 import platform
 import random
-import subprocess
-import sys
 import zipfile
 from pathlib import Path
-from typing import Any, ContextManager
+from typing import Any, ContextManager, Sequence
 
 import numpy as np
 import torch
 
 from mscl.errors import InputError
-from mscl.io import atomic_path
+from mscl.io import atomic_path, write_json
+from mscl.plugins import loaded_plugins
+from mscl.provenance import provenance
 from mscl.train.launch import ASSIGNED_ENV
 
 VERSIONED_PACKAGES = ("torch", "torchvision", "transformers", "peft", "numpy")
@@ -91,30 +90,10 @@ def device_name(device: torch.device) -> str:
     return platform.processor() or platform.machine() or "cpu"
 
 
-@functools.cache
-def source_commit() -> str | None:
-    """The git commit of the mscl source that runs, "+dirty" when tracked files differ from it;
-    None outside a git checkout (an installed wheel) or without git. Results name the code that
-    made them (the claim check's runs.csv holds one commit for all rows)."""
-    source = Path(__file__).resolve().parent
-
-    def git(*args: str) -> str | None:
-        try:
-            done = subprocess.run(["git", "-C", str(source), *args], capture_output=True, text=True, timeout=10, check=False)
-        except (OSError, subprocess.SubprocessError):
-            return None
-        return done.stdout.strip() if done.returncode == 0 else None
-
-    commit = git("rev-parse", "HEAD")
-    if not commit:
-        return None
-    dirty = git("status", "--porcelain", "--untracked-files=no", "--", ".")
-    return commit + ("+dirty" if dirty else "")
-
-
 def software_versions(device: torch.device, precision: str) -> dict[str, Any]:
-    """What versions.json records: interpreter, key packages, device and numeric precision."""
-    versions: dict[str, Any] = {"python": sys.version.split()[0], "mscl_commit": source_commit()}
+    """What versions.json records as a job starts: key packages, device and numeric precision
+    (`finish_versions` adds what made the job as it ends: interpreter, commit, code, stack)."""
+    versions: dict[str, Any] = {}
     for package in VERSIONED_PACKAGES:
         try:
             versions[package] = importlib.metadata.version(package)
@@ -131,6 +110,22 @@ def software_versions(device: torch.device, precision: str) -> dict[str, Any]:
         assigned_gpus=os.environ.get(ASSIGNED_ENV),
     )
     return versions
+
+
+def finish_versions(path: Path, versions: dict[str, Any], earlier_code: Sequence[dict[str, str] | None] = ()) -> None:
+    """Write the job's versions.json as it ends: `versions` and what made the job (the mscl
+    files it ran, the stack, its plugins; mscl.provenance), recorded now so that they are the
+    modules this job imported, and nothing a later change to other code could touch.
+    `earlier_code`: the files of a resumed run's earlier segments (None where unknown); those
+    that differ from this segment's are kept as `code.earlier_segments`."""
+    made_by = provenance(loaded_plugins())
+    earlier = []
+    for files in earlier_code:
+        if files != made_by["code"]["files"] and files not in earlier:
+            earlier.append(files)
+    if earlier:
+        made_by["code"]["earlier_segments"] = earlier
+    write_json(path, {**versions, **made_by})
 
 
 def save_checkpoint(path: str | Path, state: dict[str, Any]) -> None:
