@@ -514,6 +514,22 @@ def test_ddp_timeouts_come_from_the_environment(monkeypatch) -> None:
         ddp_timeout_environment(0)
 
 
+def read_until(process: subprocess.Popen, marker: str) -> tuple[list[str], threading.Event, threading.Thread]:
+    """`process`'s output lines, collected by a thread as they come, and an event set once a
+    line holds `marker`."""
+    lines, seen = [], threading.Event()
+
+    def read() -> None:
+        for line in process.stdout:
+            lines.append(line)
+            if marker in line:
+                seen.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    return lines, seen, reader
+
+
 @pytest.mark.slow
 def test_a_ddp_run_with_a_stopped_rank_fails_within_the_timeout_naming_it(tabular_manifest: Path, tmp_path: Path) -> None:
     """The workflow's torchrun command with MSCL_DDP_TIMEOUT_S=5: rank 0 (which alone writes the
@@ -528,16 +544,7 @@ def test_a_ddp_run_with_a_stopped_rank_fails_within_the_timeout_naming_it(tabula
     timeout_s, hung = 5, 0
     spec = {**DDP_SPEC, "pretrain": {**DDP_SPEC["pretrain"], "epochs": 1000}}  # never reaches its end here
     launched = torchrun(tabular_manifest, tmp_path / "out", spec=spec, environment=ddp_timeout_environment(timeout_s))
-    lines, training = [], threading.Event()
-
-    def read() -> None:
-        for line in launched.stdout:
-            lines.append(line)
-            if "pretrain epoch 3/1000" in line:
-                training.set()
-
-    reader = threading.Thread(target=read, daemon=True)
-    reader.start()
+    lines, training, reader = read_until(launched, "pretrain epoch 3/1000")
     processes = []
     try:
         assert training.wait(120), "".join(lines)[-3000:]
@@ -590,15 +597,7 @@ def test_a_ddp_jobs_gpus_stay_locked_until_its_last_rank_ends_even_when_its_agen
     env.update({gpu_pool.POOL_ENV: ",".join(pool), gpu_locks.LOCK_DIR_ENV: str(folder), "OMP_NUM_THREADS": "1"})
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO / "src"), os.environ.get("PYTHONPATH")]))
     agent = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    lines, training = [], threading.Event()
-
-    def read() -> None:
-        for line in agent.stdout:
-            lines.append(line)
-            if "pretrain epoch 2/1000" in line:
-                training.set()
-
-    threading.Thread(target=read, daemon=True).start()
+    lines, training, _ = read_until(agent, "pretrain epoch 2/1000")
     ranks = []
     try:
         assert training.wait(120), "".join(lines)[-3000:]
