@@ -167,7 +167,7 @@ def test_two_users_share_one_machines_gpus_without_a_traceback(shared_base):
     gets GPU 1, from the folder and files root's job made. A lock file nobody cannot open
     (0600, as made by hand) is passed over with a line naming it and the fix, and nobody's job
     waits for the other device; a job that would need it stops with that line as its error,
-    never a traceback. A lock folder nobody cannot write to is one line too."""
+    never a traceback. A lock folder nobody cannot write to, or make, is one line too."""
     python, source = unprivileged_python(shared_base)
     folder, records_dir = shared_base / "locks", shared_base / "records"
     records_dir.mkdir(mode=0o777)
@@ -213,4 +213,12 @@ def test_two_users_share_one_machines_gpus_without_a_traceback(shared_base):
         f"mscl launch: error: the GPU lock folder {private} (user root, mode 755) is not writable by user nobody. "
         f"Fix: `chmod 1777 {private}` as its owner or root (once, then every user's jobs share it), or set "
         f"$MSCL_GPU_LOCK_DIR to a folder every user of this machine can write to"
+    )
+    # ... and one nobody cannot make at all.
+    unmakeable = private / "locks"
+    refused = launch(1, nobody_record, 0.0, {**env, gpu_locks.LOCK_DIR_ENV: str(unmakeable)}, python, as_nobody())
+    _, refused_err = refused.communicate(timeout=60)
+    assert refused.returncode == 1 and refused_err.strip().splitlines()[-1] == (
+        f"mscl launch: error: the GPU lock folder {unmakeable} cannot be made by user nobody (Permission denied). Fix: set "
+        f"$MSCL_GPU_LOCK_DIR to a folder every user of this machine can write to (e.g. one under /tmp)"
     )

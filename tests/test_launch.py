@@ -16,8 +16,6 @@ import time
 from itertools import combinations
 from pathlib import Path
 
-import pytest
-
 from mscl.train import gpu_locks, gpu_pool, launch
 
 POOL = "0,1,2,3"

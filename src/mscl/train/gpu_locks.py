@@ -98,8 +98,14 @@ def shared_folder(path: Path) -> Path:
     name, set 1777, then renamed into place, so no other process sees it with the umask's mode),
     or an existing one this user can write to (a LockError naming the fix otherwise)."""
     if not path.is_dir():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        made = Path(tempfile.mkdtemp(prefix=f".{path.name}-", dir=path.parent))
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            made = Path(tempfile.mkdtemp(prefix=f".{path.name}-", dir=path.parent))
+        except OSError as error:
+            raise LockError(
+                f"the GPU lock folder {path} cannot be made by user {this_user()} ({error.strerror or error}). Fix: set "
+                f"${LOCK_DIR_ENV} to a folder every user of this machine can write to (e.g. one under /tmp)"
+            ) from None
         os.chmod(made, SHARED_FOLDER_MODE)
         try:
             os.rename(made, path)
