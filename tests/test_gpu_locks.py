@@ -175,7 +175,7 @@ def test_two_users_share_one_machines_gpus_without_a_traceback(shared_base):
     env = job_environment(folder, "0,1", PYTHONPATH=str(source), HOME=str(shared_base))
     root_record, nobody_record = records_dir / "root.jsonl", records_dir / "nobody.jsonl"
     root_job = subprocess.Popen(
-        ["sh", "-c", 'umask 077 && exec "$@"', "sh", python, "-m", "mscl", "launch", "--gpus", "1", "--", python, "-c", RECORDING_JOB, str(root_record), "4"],
+        ["sh", "-c", 'umask 077 && exec "$@"', "sh", python, "-m", "mscl", "launch", "--gpus", "1", "--", python, "-c", RECORDING_JOB, str(root_record), "2.5"],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     wait_until_held(folder, "0")
