@@ -166,6 +166,16 @@ def test_make_install_requires_the_hashes_of_both_locks_and_fetches_nothing_unpi
     assert "$(BIN)/uv pip compile" in (REPO / "Makefile").read_text() and "$(BIN)/python -m mscl.provenance no-emit requirements.lock.txt) &&" in lock
 
 
+def test_make_install_from_a_wheelhouse_asks_no_index(tmp_path):
+    """`make install WHEELHOUSE=...` (an archive `make wheelhouse` filled): hashes still
+    required, nothing fetched."""
+    planned = subprocess.run(["make", "-n", "install", f"VENV={tmp_path / 'venv'}", "WHEELHOUSE=/archive/wheels"], cwd=REPO, capture_output=True, text=True, check=True).stdout
+    [locked] = [line for line in planned.splitlines() if "requirements.lock.txt" in line]
+    assert "--require-hashes --no-index --find-links /archive/wheels -r requirements.lock.txt -r requirements-dev.lock.txt" in locked
+    plain = subprocess.run(["make", "-n", "install", f"VENV={tmp_path / 'venv'}"], cwd=REPO, capture_output=True, text=True, check=True).stdout
+    assert "--no-index" not in plain and "--require-hashes  -r requirements.lock.txt" in plain
+
+
 @pytest.mark.slow
 def test_the_install_refuses_a_wheel_whose_hash_changed(tmp_path):
     """pip with the Makefile's flags, offline, on a lock of one local wheel: the right hash
