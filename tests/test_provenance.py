@@ -161,6 +161,19 @@ def test_make_install_requires_the_hashes_of_both_locks_and_fetches_nothing_unpi
     assert re.search(r"^LOCKS := requirements.lock.txt requirements-dev.lock.txt$", (REPO / "Makefile").read_text(), re.M)
     [own] = [line for line in recipe if "-e ." in line]
     assert "--no-deps" in own and "--no-build-isolation" in own  # mscl is built with the locked setuptools
+    # make lock: the locked uv, and the step that keeps the dev lock from repeating the main one
+    lock = (REPO / "Makefile").read_text().split("\nlock: install\n", 1)[1].split("\n\n")[0]
+    assert "$(BIN)/uv pip compile" in (REPO / "Makefile").read_text() and "$(BIN)/python -m mscl.provenance no-emit requirements.lock.txt) &&" in lock
+
+
+def test_make_install_from_a_wheelhouse_asks_no_index(tmp_path):
+    """`make install WHEELHOUSE=...` (an archive `make wheelhouse` filled): hashes still
+    required, nothing fetched."""
+    planned = subprocess.run(["make", "-n", "install", f"VENV={tmp_path / 'venv'}", "WHEELHOUSE=/archive/wheels"], cwd=REPO, capture_output=True, text=True, check=True).stdout
+    [locked] = [line for line in planned.splitlines() if "requirements.lock.txt" in line]
+    assert "--require-hashes --no-index --find-links /archive/wheels -r requirements.lock.txt -r requirements-dev.lock.txt" in locked
+    plain = subprocess.run(["make", "-n", "install", f"VENV={tmp_path / 'venv'}"], cwd=REPO, capture_output=True, text=True, check=True).stdout
+    assert "--no-index" not in plain and "--require-hashes  -r requirements.lock.txt" in plain
 
 
 @pytest.mark.slow
@@ -267,3 +280,23 @@ def test_the_citation_file_names_this_software_and_the_paper_as_its_source_does(
     assert f"\\title{{{paper['title']}}}" in tex and f"\\def\\year{{{paper['year']}}}" in tex
     assert [f"{a['given-names']} {a['family-names']}" for a in paper["authors"]] == re.findall(r"\\name ([^\\]+?) \\email", tex)
     assert (REPO / "LICENSE").read_text().startswith("MIT License")
+
+
+def test_a_served_job_records_what_it_would_have_imported_in_its_own_process():
+    """mscl.provenance's import tracking, as the job server uses it: the server preloads modules
+    no job needs all of, then one job imports a preloaded module, a module the server does not
+    have and one its statements name. Its record equals that of the same imports in a fresh
+    interpreter (light modules: no torch; two fresh interpreters, so that this one's
+    __import__ stays as it is)."""
+    job = "import mscl.train.settings\nfrom mscl.data import sources\nfrom mscl import usage\n"
+    record = "print(json.dumps(sorted(provenance.code_record()['files'])))\n"
+    served = (
+        "import importlib, json\nfrom mscl import provenance\nprovenance.track_imports()\n"
+        "for name in ('mscl.tuning', 'mscl.report.names'):\n    importlib.import_module(name)\n"  # as mscl.jobserver.serve preloads
+        "provenance.start_job()\n" + job + record
+    )
+    alone = "import json\nfrom mscl import provenance\n" + job + record
+    records = [json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout) for code in (served, alone)]
+    assert records[0] == records[1]
+    assert {"mscl/train/settings.py", "mscl/registry.py", "mscl/data/sources.py", "mscl/usage.py", "mscl/provenance.py"} <= set(records[0])
+    assert "mscl/tuning.py" not in records[0] and "mscl/report/names.py" not in records[0]

@@ -5,6 +5,10 @@ planned, every output, log and benchmark file is created empty, `--touch --force
 every job as finished with its params, and then a dry run with one config key changed shows
 what Snakemake would rerun. The rerun triggers are the default profile's (mtime, params, input,
 software-env; not code). A change of a rule's params that widens a rerun fails here.
+
+Config files are written with their keys in the order given (`write_config`), never sorted: a
+param built in the file's order of a mapping (`encoders`, `sources`, ...) must show here as a
+rerun when the order changes.
 """
 
 from __future__ import annotations
@@ -55,6 +59,21 @@ def changed(config: dict, path: str, value) -> dict:
     return config
 
 
+def write_config(path: Path, config: dict) -> Path:
+    """`config` as a YAML file, its mappings' keys in the order they have here."""
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return path
+
+
+def reversed_mappings(node):
+    """`node` with the keys of every mapping in reverse order (values unchanged)."""
+    if isinstance(node, dict):
+        return {key: reversed_mappings(value) for key, value in reversed(node.items())}
+    if isinstance(node, list):
+        return [reversed_mappings(value) for value in node]
+    return node
+
+
 def per_dataset(runs, *datasets) -> int:
     return sum(dataset in datasets for dataset, _ in runs)
 
@@ -85,6 +104,9 @@ CHANGES = {
     "encoders.resnet8.resources": ({"threads": 2, "gpu": 2, "mem_mb": 9000, "runtime": 90}, {}),
     "local_gpus.devices": ([0, 1], {}),
     "job_server": (False, {}),
+    # The order of the encoders, and an encoder that no experiment uses: nothing.
+    "encoders": (dict(reversed(grid_config()["encoders"].items())), {}),
+    "encoders.resnet8-unused": (grid_config()["encoders"]["resnet8"], {}),
     # A dataset source option: that dataset's manifest and everything made from it.
     "sources.voc.difficult": (
         "exclude",
@@ -118,8 +140,7 @@ def make_every_product(plan: str, workdir: Path) -> None:
 def finished_grid(tmp_path_factory) -> Path:
     """A working folder where Snakemake's metadata records every job of `grid_config` as done."""
     workdir = tmp_path_factory.mktemp("reruns")
-    config_file = workdir / "base.yaml"
-    config_file.write_text(yaml.safe_dump(grid_config()))
+    config_file = write_config(workdir / "base.yaml", grid_config())
     plan = snakemake(workdir, "-n", "--configfile", str(config_file)).stdout
     make_every_product(plan, workdir)
     snakemake(workdir, "--touch", "--forceall", "--quiet", "--configfile", str(config_file))
@@ -127,8 +148,7 @@ def finished_grid(tmp_path_factory) -> Path:
 
 
 def planned(workdir: Path, config: dict, name: str) -> dict[str, int]:
-    config_file = workdir / f"{name}.yaml"
-    config_file.write_text(yaml.safe_dump(config))
+    config_file = write_config(workdir / f"{name}.yaml", config)
     output = snakemake(workdir, "-n", *TRIGGERS, "--configfile", str(config_file)).stdout
     if "Nothing to be done" in output:
         return {}
@@ -141,6 +161,13 @@ def planned(workdir: Path, config: dict, name: str) -> dict[str, int]:
 @pytest.mark.slow
 def test_an_unchanged_config_reruns_nothing(finished_grid):
     assert planned(finished_grid, grid_config(), "unchanged") == {}
+
+
+@pytest.mark.slow
+def test_the_order_of_keys_in_the_config_file_reruns_nothing(finished_grid):
+    """Every mapping of the config (encoders, sources, training settings, report names, ...)
+    written in reverse order: the same runs, the same params."""
+    assert planned(finished_grid, reversed_mappings(grid_config()), "reversed") == {}
 
 
 @pytest.mark.slow

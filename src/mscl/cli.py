@@ -489,7 +489,7 @@ def _collect(parser: argparse.ArgumentParser) -> None:
         nargs="+",
         required=True,
         metavar="ENCODER=ROLE",
-        help=f"role of each encoder: a paper column ({', '.join(PAPER_ROLES)}) or a name of your own (the benchmark alone; chance=reference), in the config's encoder order: where encoders share a role on a dataset, the paper's tables show the paper's model, else the first listed",
+        help=f"role of each encoder: a paper column ({', '.join(PAPER_ROLES)}) or a name of your own (the benchmark alone; chance=reference); where encoders share a role on a dataset, the paper's tables show the paper's model, else the first listed (the workflow lists them by key)",
     )
     parser.add_argument("--train-counts", nargs="*", default=[], metavar="DATASET=STATS_JSON", help="stats.json of datasets that get head/tail bucket metrics")
     parser.add_argument("--dataset-names", nargs="*", default=[], metavar="DATASET=NAME", help="how tables and figures call each dataset (default: its key)")

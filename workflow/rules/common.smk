@@ -41,7 +41,8 @@ from mscl.layout import (
 from mscl.plugins import plugins_of_run
 from mscl.report.names import REPORT_GROUPS
 from mscl.tuning import UNTRAINED_METHODS, family_of, grid_settings
-from mscl.train.launch import export_ddp_timeout, export_encoder_gpus, share_local_gpus
+from mscl.train.gpu_pool import limit_gpu_jobs, plan_local_gpus, share_local_gpus
+from mscl.train.launch import export_ddp_timeout, export_encoder_gpus
 
 # The jobs and the job server run the same code as this Snakefile (mscl.jobserver.run_jobs_from).
 run_jobs_from(os.path.join(REPO_ROOT, "src"))
@@ -67,12 +68,7 @@ onstart:
     )
     # Each local training job holds its own GPUs of this machine (mscl.train.launch); on a
     # cluster the scheduler assigns them.
-    share_local_gpus(
-        config["local_gpus"]["devices"],
-        config["local_gpus"]["jobs_per_device"],
-        local=workflow.local_exec,
-        report=logger.info,
-    )
+    share_local_gpus(LOCAL_GPUS, report=logger.info)
 
 
 RAW = config["paths"]["raw"]
@@ -337,7 +333,7 @@ def source_input(fixed_source, manifest_dataset):
 
 def own_families_option():
     """`--families NAME=FAMILY ...` of the datasets of one's own ('' when there are none)."""
-    families = [f"{name}={family}" for name, family in OWN_FAMILIES.items() if family]
+    families = [f"{name}={family}" for name, family in sorted(OWN_FAMILIES.items()) if family]
     return " ".join(["--families", *families]) if families else ""
 
 
@@ -555,6 +551,18 @@ def encoder_resources(stage):
 # (mscl.train.launch): environment variables, not params, since neither changes a result.
 export_encoder_gpus(config["encoders"])
 export_ddp_timeout(config["distributed"]["timeout_s"])
+
+# This machine's GPU pool for a local run (mscl.train.gpu_pool), found once: Snakemake's `gpu`
+# resource is its size (unless `--resources gpu=N` says otherwise), so the scheduler starts no
+# more GPU jobs than the pool holds. GPUs that cannot be listed stop the run before any job.
+# The executor is not known while the workflow parses; a cluster run is one with remote nodes
+# (`--jobs N`, which Snakemake requires of a cluster executor: the SLURM profiles' `jobs`).
+LOCAL_GPUS = plan_local_gpus(
+    config["local_gpus"]["devices"], config["local_gpus"]["jobs_per_device"], local=workflow.nodes is None
+)
+limit_gpu_jobs(workflow.global_resources, LOCAL_GPUS, report=logger.info)
+if LOCAL_GPUS.problem:
+    config_problem(LOCAL_GPUS.problem)
 
 
 def uses_prefix_cache(name):

@@ -146,7 +146,7 @@ rule prepare_debtags:
     params:
         out=folder_of("output"),
         seed=config["seed"],
-        source=config["sources"]["debtags"],
+        source=dict(sorted(config["sources"]["debtags"].items())),  # sorted: reordered keys rerun nothing
     shell:
         "python -m mscl prepare-debtags --lists {params.source[lists]} --out {params.out} --seed {params.seed} "
         "--min-count {params.source[min_count]} --exclude-facets '{params.source[exclude_facets]}' "
@@ -192,7 +192,7 @@ rule prepare_fashion_mnist:
     params:
         out=folder_of("output"),
         seed=config["seed"],
-        source=config["sources"]["fashion_mnist"],
+        source=dict(sorted(config["sources"]["fashion_mnist"].items())),  # sorted: reordered keys rerun nothing
     shell:
         "python -m mscl prepare-fashion-mnist --root {params.source[root]} --out {params.out} --seed {params.seed} "
         "--train-canvases {params.source[train_canvases]} --test-canvases {params.source[test_canvases]} "

@@ -16,8 +16,9 @@ datasets and encoders listed in --paper-datasets / --paper-encoders: the paper's
 the only results tables compare with the paper's numbers). The workflow passes all four from the
 config. `method_display` is how tables and figures call the run's loss: its --method-names entry,
 else `mscl.report.style.method_name` (the paper's name of a built-in loss, else the key).
-`encoder_order` is the encoder's place in --roles (0 first; the workflow lists the config's
-encoders in order): where several encoders share a role on one dataset, the paper's tables and
+`encoder_order` is the encoder's place in --roles (0 first; the workflow lists the encoders of
+its runs by key, so that the order of the config's `encoders` block changes no result and reruns
+nothing): where several encoders share a role on one dataset, the paper's tables and
 figures show one of them (`shown_encoders`) and name the others under them; the benchmark table
 (`mscl.report.benchmark`) shows every one. For every dataset given in
 `--train-counts`, the test split also gets `bucket_head_macro_f1` / `bucket_tail_macro_f1`
@@ -398,7 +399,7 @@ def with_later_columns(runs: pd.DataFrame) -> pd.DataFrame:
 def shown_encoders(runs: pd.DataFrame) -> dict[tuple[str, str], str]:
     """(dataset, encoder_role) -> the encoder the paper's tables and figures show there: of the
     encoders that ran under that role on that dataset, the paper's own model if one is, else the
-    first in encoder_order (the --roles order, which follows the config's), then by key."""
+    first in encoder_order (the --roles order: by key in the workflow), then by key."""
     encoders = runs[["dataset", "encoder_role", "encoder", "paper_encoder", "encoder_order"]].drop_duplicates(["dataset", "encoder_role", "encoder"])
     ranked = encoders.sort_values(["paper_encoder", "encoder_order", "encoder"], ascending=[False, True, True], kind="stable")
     first = ranked.drop_duplicates(["dataset", "encoder_role"])

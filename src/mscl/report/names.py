@@ -272,6 +272,14 @@ def collect_options(
     return " ".join(options)
 
 
+def roles_option(runs: Iterable[Sequence[Any]], roles: Mapping[str, str]) -> str:
+    """`python -m mscl collect`'s --roles for the encoders of the grid's runs ((dataset, encoder,
+    ...) tuples), by key; `roles` maps an encoder key to its role. A job's params: listing the
+    config's encoders in file order, or every encoder, reran every table and figure when the
+    `encoders` block was reordered or gained an encoder no experiment uses."""
+    return " ".join(["--roles", *(f"{encoder}={roles[encoder]}" for encoder in sorted({run[1] for run in runs}))])
+
+
 def ran_line(artifact: str, runs: Iterable[Sequence[Any]], datasets: Mapping[str, Named], encoders: Mapping[str, Named], roles: Mapping[str, str]) -> str:
     """'Ran: ENCODER on DATASET, ...; ENCODER on ...' for the grid's runs ((dataset, encoder, ...)
     tuples) that a table or figure shows (ARTIFACT_SCOPE); `roles` maps an encoder key to its role.
