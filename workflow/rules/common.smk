@@ -23,7 +23,6 @@ from mscl.layout import (
     CHANCE,
     CLAIM_DATA_FILES,
     CLAIM_FIGURE_NAMES,
-    DATASET_FAMILIES,
     DEMO_KINDS,
     FIGURE_NAMES,
     MIMIC_VERSIONS,
@@ -105,7 +104,6 @@ with open(os.path.join(REPO_ROOT, "workflow/schemas/config.schema.yaml")) as han
     _SCHEMA = yaml.safe_load(handle)["properties"]
 # A `sources` key the schema does not list is a dataset of the user's own (kind csv or manifest).
 OWN_SOURCES = {name: block for name, block in config["sources"].items() if name not in _SCHEMA["sources"]["properties"]}
-KNOWN_DATASETS = [*DATASET_FAMILIES, *OWN_SOURCES]
 KNOWN_METHODS = registry.method_names()
 
 _PROBLEMS = config_problems(config, OWN_SOURCES)
