@@ -14,20 +14,28 @@ BIN     := $(VENV)/bin
 # Rules run `python -m mscl ...`: put the virtualenv first on PATH for snakemake's jobs.
 SNAKEMAKE := PATH="$(abspath $(BIN)):$$PATH" $(BIN)/snakemake
 
-.PHONY: install lock stale demo test dry-run lint bench clean-results claim claim-data claim-publish claim-quick paper-smoke readme-results watch progress
+.PHONY: install lock stale wheelhouse demo test dry-run lint bench clean-results claim claim-data claim-publish claim-quick paper-smoke readme-results watch progress
 
 # Every distribution of the virtualenv comes from the two locks, at its exact version and with
 # its sha256 checked (--require-hashes: a changed or substituted wheel is refused); pip itself
 # and setuptools too. mscl is then installed from this checkout, built with the locked
 # setuptools (no build isolation: nothing unpinned is fetched).
+# WHEELHOUSE=folder installs from a folder `make wheelhouse` filled, with no network.
 LOCKS := requirements.lock.txt requirements-dev.lock.txt
+WHEELHOUSE ?=
 $(BIN)/.installed: $(LOCKS) pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --require-hashes $(addprefix -r ,$(LOCKS))
+	$(BIN)/python -m pip install --quiet --require-hashes $(if $(WHEELHOUSE),--no-index --find-links $(WHEELHOUSE)) $(addprefix -r ,$(LOCKS))
 	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
 	touch $@
 
 install: $(BIN)/.installed
+
+# An archive of the locked stack for this platform (docs/reproducibility.md): every wheel the
+# locks name for this machine, hashes checked, in wheelhouse/ (about 3 GB on Linux x86_64), for
+# when a package index no longer serves one: `make install WHEELHOUSE=wheelhouse`.
+wheelhouse: install
+	$(BIN)/python -m pip download --quiet --require-hashes --dest wheelhouse $(addprefix -r ,$(LOCKS))
 
 # The locks, generated from pyproject.toml by the locked uv (docs/reproducibility.md): universal
 # (one file for Linux and macOS, CPython 3.11 and newer; torch's CUDA wheels keep their platform
@@ -40,8 +48,9 @@ UV_COMPILE = $(BIN)/uv pip compile pyproject.toml --universal --python-version 3
 	--custom-compile-command "make lock" --quiet $(UPGRADE)
 lock: install
 	$(UV_COMPILE) --extra slurm --extra demo -o requirements.lock.txt
-	$(UV_COMPILE) --extra slurm --extra demo --extra test --extra lint --extra lock --constraint requirements.lock.txt \
-		$$($(BIN)/python -m mscl.environment no-emit requirements.lock.txt) -o requirements-dev.lock.txt
+	no_emit=$$($(BIN)/python -m mscl.provenance no-emit requirements.lock.txt) && \
+		$(UV_COMPILE) --extra slurm --extra demo --extra test --extra lint --extra lock --constraint requirements.lock.txt \
+		$$no_emit -o requirements-dev.lock.txt
 
 demo: install
 	$(SNAKEMAKE) --cores $(CORES) $(TARGETS)
@@ -102,18 +111,24 @@ readme-results: install
 	$(BIN)/python -m mscl readme-results --runs results/metrics/all_runs.csv \
 		$(if $(RERUN),--rerun $(RERUN) --rerun-setting "$(RERUN_SETTING)") --record docs/results/demo_run.csv --readme README.md
 
+# The finished runs that today's code, packages or plugins would not make the same way
+# (docs/reproducibility.md): CONFIGFILE="config/paper.yaml ..." as given to snakemake's
+# --configfile. Exit status 1 when some are stale.
+CONFIGFILE ?=
+stale: install
+	$(BIN)/python -m mscl stale $(if $(CONFIGFILE),--configfile $(CONFIGFILE))
+
 # Watching a long grid (docs/watching.md): every job's live TensorBoard curves on
 # http://localhost:$(PORT) (from a laptop: an SSH tunnel), and where the grid stands: jobs done,
-# running, failed and to go, device hours spent and left. CONFIGFILES: the --configfile
-# arguments snakemake runs with (default: config.yaml), e.g. CONFIGFILES="config/paper.yaml".
+# running, failed and to go, device hours spent and left. CONFIGFILE: the --configfile
+# arguments snakemake runs with (default: config.yaml), as for `make stale`.
 LOGDIR      ?= results/runs
 PORT        ?= 6006
-CONFIGFILES ?=
 watch: install
 	$(BIN)/tensorboard --logdir $(LOGDIR) --port $(PORT)
 
 progress: install
-	$(BIN)/python -m mscl progress $(if $(CONFIGFILES),--configfile $(CONFIGFILES))
+	$(BIN)/python -m mscl progress $(if $(CONFIGFILE),--configfile $(CONFIGFILE))
 
 dry-run: install
 	$(SNAKEMAKE) --cores $(CORES) -n $(TARGETS)

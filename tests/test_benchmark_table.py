@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from mscl.errors import InputError
-from mscl.report import benchmark, collect, complete, figures, tables
+from mscl.report import benchmark, collect, complete, figures, names, tables
 from mscl.report.collect import RUN_COLUMNS
 from mscl.report.style import method_name
 
@@ -218,6 +218,38 @@ def test_two_encoders_of_one_role_the_tables_and_figures_show_one_and_name_the_o
     coco = built.sections[0]
     assert [(s.encoder, s.batch_size) for s in coco.settings] == [("resnet_a", 64), ("resnet_b", 32)]
     assert "| Method | ResNet-A batch 64 | ResNet-B batch 32 |" in built.markdown()
+
+
+def test_an_encoder_of_a_role_of_ones_own_is_in_the_benchmark_and_under_no_paper_table():
+    """`role: mine` (a role the paper has no column for) on MS-COCO and AAPD, beside the paper
+    roles' encoders: every paper table and figure is what it is without it, with no "also ran"
+    and no "Ran:" naming it; the benchmark gives it its own column on both datasets."""
+    encoders = {**ENCODERS, "my_net": ("mine", "MyNet (own role)", False), "my_net2": ("mine", "MyNet-2 (own role)", False)}
+    plain = runs_of(paper_rows(), encoders, tuple(encoders))
+    own = grid([("coco", "my_net"), ("aapd", "my_net"), ("coco", "my_net2")], ["all", "simdissim", "my_loss"], ["micro_f1", "macro_f1", "map"])
+    extended = runs_of(paper_rows(own), encoders, tuple(encoders))
+    for name in ("image", "aapd", "ablation", "paper_vs_run", "mimic_full", "sota"):
+        before, after = tables.build_table(name, plain), tables.build_table(name, extended)
+        pd.testing.assert_frame_equal(before.records, after.records)
+        assert after.notes == before.notes and after.caption == before.caption, name
+        assert "MyNet" not in tables.to_markdown(after) + tables.to_html(after), name
+    for name in ("std", "improvement", "batch_size", "text_encoders", "frequency_buckets"):
+        figure, data = figures.build_figure(name, extended)
+        figures.plt.close(figure)
+        assert "MyNet" not in " ".join([data.attrs["caption"], *data.attrs["notes"]]), name
+    named = {d: names.Named(DATASETS[d], False) for d in ("coco", "aapd")}, {e: names.Named(v[1], False) for e, v in encoders.items()}
+    config_runs = [("coco", "resnet_a"), ("aapd", "roberta_x"), ("coco", "my_net"), ("aapd", "my_net"), ("coco", "my_net2")]
+    for artifact in names.ARTIFACT_SCOPE:  # the report's "Ran:" line of each paper table and figure
+        if artifact != "cost":
+            assert "MyNet" not in names.ran_line(artifact, config_runs, *named, {e: v[0] for e, v in encoders.items()}), artifact
+    built = benchmark.build_benchmark(extended)
+    columns = {s.dataset: [setting.encoder for setting in s.settings] for s in built.sections}
+    assert columns == {"coco": ["resnet_a", "my_net", "my_net2"], "aapd": ["roberta_x", "my_net"]}
+    assert "MyNet (own role)" in built.markdown() and "MyNet-2 (own role)" in built.html()
+    assert collect.parse_roles(["my_net=mine", "chance=reference"]) == {"my_net": "mine", "chance": "reference"}
+    for bad, message in ((["my_net=reference"], "reserved for the label prior"), (["my_net=my net"], "is not a name")):
+        with pytest.raises(InputError, match=message):
+            collect.parse_roles(bad)
 
 
 def write_metrics(root: Path, encoder: str, loss: str) -> Path:

@@ -47,8 +47,9 @@ SPLIT_NAMES = ("train", "val", "test")
 
 
 def tree_bytes(folder: Path) -> dict[str, bytes]:
-    """Relative path -> content of every file under `folder`."""
-    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+    """Relative path -> content of every data file under `folder` (versions.json, the record of
+    the job that wrote it, names its command and --out: it differs between two folders)."""
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file() and p.name != "versions.json"}
 
 
 def gzip_text(path: Path, text: str) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import io
 import json
 from pathlib import Path
 from typing import Callable
@@ -22,6 +23,7 @@ import pytest
 from PIL import Image
 
 from mscl.__main__ import main as mscl_main
+from mscl.data.csv_source import joined_by
 from mscl.data.manifest import read_labels, read_stats, write_dataset
 from mscl.layout import DATASET_FAMILY_NAMES
 from mscl.metrics import DATASET_FAMILIES, FAMILY_MACRO_F1, MACRO_F1_CAML, MACRO_F1_PER_CLASS, dataset_family, evaluate
@@ -204,7 +206,7 @@ CSV_CASES: dict[str, tuple[Callable[[Path], Path], list[str], list[str]]] = {
     # A text column named where a short value is expected: the message gives its length, never the text.
     "text_column_as_split_column": (lambda t: write_csv(t / "docs.csv", text_rows()), ["--split-column", "text"], ["line 2: split value <31 characters, not shown> is not a split", "'text'"]),
     "text_column_as_id_column": (lambda t: write_csv(t / "docs.csv", text_rows() + text_rows()[:1]), [*SPLIT, "--id-column", "text"], ["line 8 repeats id <31 characters, not shown> of line 2"]),
-    "text_as_image_paths": (lambda t: write_csv(t / "docs.csv", text_rows()), [*SPLIT, "--modality", "image"], ["line 2: image <31 characters, not shown> is missing (looked for it under"]),
+    "text_as_image_paths": (lambda t: write_csv(t / "docs.csv", text_rows()), [*SPLIT, "--modality", "image"], ["line 2: image <31 characters, not shown> is missing", "6 images that cannot be used (paths relative to"]),
     "file_not_found": (lambda t: t / "absent.csv", [], ["CSV file not found"]),
     "fractions_not_one": (lambda t: write_csv(t / "docs.csv", text_rows()), ["--fractions", "0.6", "0.3", "0.3"], ["'--fractions'", "sum to 1.2"]),
     "too_few_rows_for_fractions": (lambda t: write_csv(t / "docs.csv", text_rows(2)), [], ["has no row", "change --fractions"]),
@@ -231,17 +233,85 @@ def test_bad_image_csv_input_names_the_line_and_the_image(tmp_path: Path, capsys
     for i in range(3):
         write_image(tmp_path / f"{i}.png", (0, 0, 0))
     (tmp_path / "broken.png").write_bytes(b"not a png at all")
+    # A JPEG cut short: its header opens, only decoding every pixel finds it (as the loader would).
+    buffer = io.BytesIO()
+    Image.effect_noise((64, 64), 40).convert("RGB").save(buffer, format="JPEG")
+    (tmp_path / "cut.jpg").write_bytes(buffer.getvalue()[: len(buffer.getvalue()) // 2])
     rows = [["0.png", "a", "train"], ["1.png", "a", "val"], ["2.png", "a", "test"]]
-    cases = {"missing.png": "missing", "broken.png": "unreadable"}
+    cases = {"missing.png": "missing", "broken.png": "unreadable", "cut.jpg": "unreadable (OSError: image file is truncated"}
     for image, problem in cases.items():
         source = write_csv(tmp_path / "images.csv", [*rows, [image, "a", "train"]], header=["image", "labels", "split"])
         out = tmp_path / "out"
         assert prepare_csv(source, out, "--modality", "image", *SPLIT, input_column="image") == 1
         message = capsys.readouterr().err
-        assert all(part in message for part in (str(source), "line 5", f"image {image!r} is {problem}", "(field 'image')", "Fix: correct the path")), message
+        assert all(part in message for part in (str(source), "line 5", f"image {image!r} is {problem}", "(field 'image')", "Fix: correct the paths")), message
         assert leaves_nothing(out)
     # Not opening the images lets the unreadable one through (it exists); a missing one never passes.
     assert prepare_csv(source, tmp_path / "unverified", "--modality", "image", *SPLIT, "--no-verify-images", input_column="image") == 0
+
+
+# ------------------------------------------------------------------------ separators
+
+SEVEN = ["cat", "dog", "bird", "fish", "horse", "cow", "sheep"]
+
+
+def label_sets(n: int, seed: int = 0, smallest: int = 1) -> list[list[str]]:
+    """n label sets of 7 labels, `smallest` to 4 labels each."""
+    rng = np.random.default_rng(seed)
+    return [sorted(rng.choice(SEVEN, size=rng.integers(smallest, 5), replace=False).tolist()) for _ in range(n)]
+
+
+@pytest.mark.parametrize(
+    ("cells", "separator", "found"),
+    [
+        (["|".join(labels) for labels in label_sets(200)], ";", "|"),  # the issue's case: 7 labels read as dozens
+        ([",".join(labels) for labels in label_sets(200, smallest=2)], ";", ","),  # no row with one label: combinations
+        ([" ".join(labels) for labels in label_sets(200)], ";", " "),  # whitespace-joined
+        (["/".join(labels) for labels in label_sets(200)], ";", "/"),
+        (["; ".join(labels) for labels in label_sets(200)], "|", ";"),  # a `separator: '|'` over a ';' file
+    ],
+)
+def test_labels_joined_by_another_separator_are_found(cells, separator, found):
+    joined = joined_by(cells, separator)
+    assert joined is not None and joined.separator == found
+    assert joined.labels_split == 7 and joined.labels_as_read > 7 and joined.cells == sum(len(c.split(found)) > 1 if found != " " else " " in c for c in cells)
+
+
+@pytest.mark.parametrize(
+    "cells",
+    [
+        ["New York", "Los Angeles", "Paris", "New Orleans", "Las Vegas", "San Francisco", "Rome"] * 20,  # labels with spaces
+        ["heart failure", "renal failure", "heart disease", "renal disease", "liver disease", "liver failure", "sepsis"] * 20,  # a grid of phrases
+        ["250.00", "401.9", "428.0", "V45.81", "E11.9", "I10"] * 20,  # ICD codes
+        ["AC/DC", "N/A", "TCP/IP", "rock", "jazz", "pop"] * 20,  # labels with a slash
+        ["Washington, D.C.", "Washington", "Oregon"] * 20,  # one comma label beside its first part
+        ["cat", "dog", "bird"] * 20,  # plain single labels
+        ["cat", "dog", "black cat", "black dog", "bird"] * 20,  # a label and its kinds
+    ],
+)
+def test_single_labels_that_hold_a_separator_character_are_not_refused(cells):
+    assert joined_by(cells, ";") is None
+
+
+def test_a_file_that_uses_its_separator_is_never_refused_whatever_its_labels_hold():
+    cells = ["New York;a|b", "Los Angeles", "a|b;c/d", "c/d"] * 10
+    assert joined_by(cells, ";") is None
+
+
+def test_a_pipe_joined_file_under_the_default_separator_is_refused_naming_the_config_keys(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    rows = [[f"d{i}", f"note {i}", "|".join(labels), ["train", "val", "test"][i % 3]] for i, labels in enumerate(label_sets(120))]
+    source = write_csv(tmp_path / "docs.csv", rows)
+    out = tmp_path / "out"
+    assert prepare_csv(source, out, *SPLIT, "--from-config", "--dataset", "docs") == 1
+    message = capsys.readouterr().err
+    assert "(field 'labels'): the labels of column 'labels' look joined by '|', not by the separator ';', which occurs in no cell" in message
+    assert "Read with ';', every row has one label and there are" in message and "split by '|', 7." in message
+    assert "Fix: set `sources.docs.separator` (--separator) to '|', or, if each cell is one label, `sources.docs.separator_check: false` (--no-separator-check)" in message
+    assert leaves_nothing(out)
+    assert prepare_csv(source, tmp_path / "right", *SPLIT, "--separator", "|") == 0
+    assert read_stats(tmp_path / "right")["num_labels"] == 7
+    assert prepare_csv(source, tmp_path / "as_given", *SPLIT, "--no-separator-check") == 0  # the user's word: one label per cell
+    assert read_stats(tmp_path / "as_given")["num_labels"] > 7 and read_stats(tmp_path / "as_given")["options"] == {"separator_check": False}
 
 
 def test_split_column_and_fractions_exclude_each_other_and_bad_delimiters_are_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
@@ -435,3 +505,19 @@ def test_probe_label_prior_and_collect_use_the_spec_dataset_family(tmp_path: Pat
     assert value[("mlp", "test", "macro_f1")] == pytest.approx(metrics["test"]["macro_f1_caml"])
     assert value[("chance", "test", "macro_f1")] == pytest.approx(prior["test"]["macro_f1_caml"])
     assert MACRO_F1_PER_CLASS == FAMILY_MACRO_F1["tabular"]  # what `own` would have had without its family
+
+
+def test_the_workflows_preparation_names_the_config_keys_the_user_wrote(tmp_path: Path) -> None:
+    """A csv source whose `labels_column` is not in the file, run by Snakemake: the log of the
+    preparation names `sources.docs.labels_column`, not only the command's flag."""
+    from test_workflow import snakemake
+
+    write_csv(tmp_path / "docs.csv", text_rows())
+    mine = tmp_path / "mine.yaml"
+    mine.write_text("datasets: [docs]\nsources:\n  docs: {kind: csv, path: docs.csv, input_column: text, labels_column: tags}\n")
+    result = snakemake(tmp_path, "data/processed/docs/stats.json", "--configfile", str(mine), check=False)
+    assert result.returncode != 0
+    log = (tmp_path / "results" / "logs" / "preprocess" / "docs.log").read_text()
+    assert "no column 'tags' (named by `sources.docs.labels_column` (--labels-column))" in log
+    assert "Fix: set `sources.docs.labels_column` (--labels-column) to one of those columns" in log
+    assert not (tmp_path / "data" / "processed" / "docs").exists()

@@ -275,7 +275,10 @@ def test_a_resumed_ddp_run_equals_an_uninterrupted_one(tabular_manifest: Path, t
     spawned_ddp_run(tabular_manifest, resumed, stop_after_epoch=2)
     expected = torch.load(straight / "checkpoint.pt", weights_only=True)
     assert expected["world_size"] == 2 and len(expected["rank_rng"]) == 1
-    assert_equal_state(torch.load(resumed / "checkpoint.pt", weights_only=True), expected)
+    got = torch.load(resumed / "checkpoint.pt", weights_only=True)
+    # The resumed run names its first segment's code too (mscl.provenance): the same files.
+    assert got.pop("code") == {"earlier": [expected["code"]["now"]], "now": expected.pop("code")["now"]}
+    assert_equal_state(got, expected)
     assert pd.read_csv(resumed / "train_log.csv")["loss"].tolist() == pd.read_csv(straight / "train_log.csv")["loss"].tolist()
 
 
@@ -351,6 +354,32 @@ def test_ddp_watchdog_names_the_ranks_behind_or_without_a_sign_of_life() -> None
     assert hung_ranks({0: view("start-up", 0, at_for_s=900), 1: view("start-up", 0, at_for_s=900)}, me=0, limit_s=5) == {}
 
 
+def test_ddp_watchdog_places_say_the_epoch_and_step_a_rank_was_last_seen_at() -> None:
+    """What a hung-rank message calls a rank's place: its epoch and step, after a resume too;
+    "start-up" only for a rank that has not begun anything."""
+    from mscl.train.distributed import Published, Ranks, Watchdog
+
+    def place(at: str, epoch: int, step: int) -> str:
+        return Published(1, 1, at, epoch, step, False, 1, "host").place
+
+    assert place("", 4, 301) == "epoch 4, step 301"
+    assert place("epoch 3's checkpoint", 3, 300) == "epoch 3's checkpoint (epoch 3, step 300)"
+    assert place("start-up", 0, 0) == "start-up"
+    store = torch.distributed.HashStore()
+    watchdog = Watchdog(Ranks(0, 2, 0), store, distributed_limits(), lambda *_: None)
+    watchdog.resumed(3, 300)  # published at once, without a tick
+    assert Published(**json.loads(store.get("rank 0"))).place == "start-up (epoch 3, step 300)"
+    watchdog.stepped(4, 301)
+    state = Published(**json.loads(store.get("rank 0")))
+    assert (state.place, state.count) == ("epoch 4, step 301", 1)
+
+
+def distributed_limits():
+    from mscl.train.distributed import Limits
+
+    return Limits(rank_s=1.0)
+
+
 class Failures:
     """What a watchdog's `fail` receives, in place of stopping the test process."""
 
@@ -384,8 +413,8 @@ def test_ddp_watchdog_names_a_rank_whose_heartbeat_stops() -> None:
     rank1.start()
     try:
         for step in (1, 2):
-            rank0.reached(f"step {step}")
-            rank1.reached(f"step {step}")
+            rank0.stepped(1, step)
+            rank1.stepped(1, step)
             time.sleep(3 * rank0.tick_s)
         rank1.stop(finished=False)
         stopped = time.monotonic()
@@ -394,7 +423,7 @@ def test_ddp_watchdog_names_a_rank_whose_heartbeat_stops() -> None:
         rank0.stop(finished=False)
     message, silent = failed0.calls[0]
     assert re.fullmatch(
-        r"pretrain: rank 1 stopped responding \(no sign of life for 1\.\d s; last seen at step 2\); stopping the run \(rank 0's watchdog, MSCL_DDP_TIMEOUT_S=1\)", message
+        r"pretrain: rank 1 stopped responding \(no sign of life for 1\.\d s; last seen at epoch 1, step 2\); stopping the run \(rank 0's watchdog, MSCL_DDP_TIMEOUT_S=1\)", message
     ), message
     assert silent == [os.getpid()]  # its published state, with the pid that stop_the_run would kill
     # Silent for the limit since its last heartbeat, which came at most a tick before it stopped.
@@ -412,16 +441,16 @@ def test_ddp_watchdog_names_a_rank_that_stays_behind() -> None:
     rank0.start()
     rank1.start()
     try:
-        rank0.reached("step 1")
-        rank1.reached("step 1")
+        rank0.stepped(1, 1)
+        rank1.stepped(1, 1)
         time.sleep(3 * rank0.tick_s)
-        rank0.reached("step 2")
+        rank0.stepped(1, 2)
         arrived = time.monotonic()
         assert failed0.event.wait(10) and failed1.event.wait(10)
     finally:
         rank0.stop(finished=False)
         rank1.stop(finished=False)
-    expected = "pretrain: rank 1 did not reach step 2 within 1 s (last seen at step 1); stopping the run (rank {}'s watchdog, MSCL_DDP_TIMEOUT_S=1)"
+    expected = "pretrain: rank 1 did not reach epoch 1, step 2 within 1 s (last seen at epoch 1, step 1); stopping the run (rank {}'s watchdog, MSCL_DDP_TIMEOUT_S=1)"
     assert [failed0.calls, failed1.calls] == [[(expected.format(0), [])], [(expected.format(1), [])]]
     assert limits.rank_s <= failed0.times[0] - arrived <= limits.rank_s + 3 * rank0.tick_s + 1.0
 
@@ -496,6 +525,22 @@ def test_ddp_timeouts_come_from_the_environment(monkeypatch) -> None:
         ddp_timeout_environment(0)
 
 
+def read_until(process: subprocess.Popen, marker: str) -> tuple[list[str], threading.Event, threading.Thread]:
+    """`process`'s output lines, collected by a thread as they come, and an event set once a
+    line holds `marker`."""
+    lines, seen = [], threading.Event()
+
+    def read() -> None:
+        for line in process.stdout:
+            lines.append(line)
+            if marker in line:
+                seen.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    return lines, seen, reader
+
+
 @pytest.mark.slow
 def test_a_ddp_run_with_a_stopped_rank_fails_within_the_timeout_naming_it(tabular_manifest: Path, tmp_path: Path) -> None:
     """The workflow's torchrun command with MSCL_DDP_TIMEOUT_S=5: rank 0 (which alone writes the
@@ -510,16 +555,7 @@ def test_a_ddp_run_with_a_stopped_rank_fails_within_the_timeout_naming_it(tabula
     timeout_s, hung = 5, 0
     spec = {**DDP_SPEC, "pretrain": {**DDP_SPEC["pretrain"], "epochs": 1000}}  # never reaches its end here
     launched = torchrun(tabular_manifest, tmp_path / "out", spec=spec, environment=ddp_timeout_environment(timeout_s))
-    lines, training = [], threading.Event()
-
-    def read() -> None:
-        for line in launched.stdout:
-            lines.append(line)
-            if "pretrain epoch 3/1000" in line:
-                training.set()
-
-    reader = threading.Thread(target=read, daemon=True)
-    reader.start()
+    lines, training, reader = read_until(launched, "pretrain epoch 3/1000")
     processes = []
     try:
         assert training.wait(120), "".join(lines)[-3000:]
@@ -542,10 +578,63 @@ def test_a_ddp_run_with_a_stopped_rank_fails_within_the_timeout_naming_it(tabula
     output = "".join(lines)
     assert launched.returncode != 0, output[-3000:]
     assert timeout_s - 1 <= failed_after <= timeout_s + 8, (failed_after, output[-3000:])
-    # Where it was last seen is its last heartbeat's place: epochs here take less than a tick.
-    named = rf"pretrain: rank {hung} stopped responding \(no sign of life for \d+\.\d s; last seen at (start-up|step \d+|epoch \d+'s [a-z ]+)\); "
-    assert re.search(named + rf"stopping the run \(rank 1's watchdog, MSCL_DDP_TIMEOUT_S={timeout_s}\)\n", output), output[-3000:]
+    # Where it was last seen is the last point it reached, published as it got there (epochs take
+    # less than a tick here, so a heartbeat's place lagged: "start-up" for a rank past epoch 3).
+    named = rf"pretrain: rank {hung} stopped responding \(no sign of life for \d+\.\d s; last seen at (?P<place>[^;]+)\); "
+    found = re.search(named + rf"stopping the run \(rank 1's watchdog, MSCL_DDP_TIMEOUT_S={timeout_s}\)\n", output)
+    assert found, output[-3000:]
+    epoch = re.search(r"epoch (\d+), step (\d+)\)?$", found["place"])
+    assert epoch and int(epoch[1]) >= 3, found["place"]
     assert not re.search(r"rank 1 (stopped responding|did not reach)", output), output[-3000:]
+
+
+@pytest.mark.slow
+def test_a_ddp_jobs_gpus_stay_locked_until_its_last_rank_ends_even_when_its_agent_is_killed(tabular_manifest: Path, tmp_path: Path) -> None:
+    """`mscl launch --gpus 2 --torchrun` on a pool of 2 (fake ids, gloo on CPU): both ranks hold
+    the job's two lock files (handed over by the launching process, torchrun's agent). The agent
+    killed (SIGKILL) while its ranks live on (stopped here, so that they cannot end meanwhile):
+    no device is free; the ranks gone, both are."""
+    import psutil
+
+    from mscl.train import gpu_locks, gpu_pool
+
+    folder, pool = tmp_path / "locks", ["0", "1"]
+    spec = {**DDP_SPEC, "pretrain": {**DDP_SPEC["pretrain"], "epochs": 1000}}  # never reaches its end here
+    command = [
+        sys.executable, "-m", "mscl", "launch", "--gpus", "2", "--torchrun", "--", sys.executable, "-m", "mscl", "pretrain",
+        "--data", str(tabular_manifest), "--spec", json.dumps(spec), "--out", str(tmp_path / "out"),
+    ]  # fmt: skip
+    env = {key: value for key, value in os.environ.items() if key not in ("SLURM_JOB_ID", "CUDA_VISIBLE_DEVICES", "MSCL_JOB_SERVER")}
+    env.update({gpu_pool.POOL_ENV: ",".join(pool), gpu_locks.LOCK_DIR_ENV: str(folder), "OMP_NUM_THREADS": "1"})
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO / "src"), os.environ.get("PYTHONPATH")]))
+    agent = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines, training, _ = read_until(agent, "pretrain epoch 2/1000")
+    ranks = []
+    try:
+        assert training.wait(120), "".join(lines)[-3000:]
+        ranks = [process for process in psutil.Process(agent.pid).children() if "RANK" in process.environ()]
+        assert len(ranks) == 2
+        locks = {str(folder / f"gpu-{device}.slot0.lock") for device in pool}
+        for rank in ranks:
+            assert locks <= {opened.path for opened in rank.open_files()}, rank.environ()["RANK"]
+            rank.send_signal(signal.SIGSTOP)
+        agent.kill()
+        agent.wait(timeout=30)
+        assert all(rank.is_running() for rank in ranks)
+        assert gpu_locks.try_claim(1, pool, folder, 1) is None  # the ranks hold both devices
+    finally:
+        for rank in ranks:
+            try:
+                rank.kill()
+            except psutil.NoSuchProcess:
+                pass
+        agent.kill()
+        agent.wait()
+    psutil.wait_procs(ranks, timeout=30)
+    claim = gpu_locks.try_claim(2, pool, folder, 1)
+    assert claim is not None and claim.devices == pool
+    claim.release()
+    assert "launch: this job holds GPU(s) 0, 1 of 0, 1 until its last process ends" in "".join(lines)
 
 
 def test_ddp_launch_of_an_untrained_method_runs_on_rank_0_alone(tabular_manifest: Path, tmp_path: Path, monkeypatch, capsys) -> None:

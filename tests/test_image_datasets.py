@@ -20,11 +20,11 @@ from pathlib import Path
 import pytest
 
 from mscl.__main__ import main as mscl_main
-from mscl.data import coco, nuswide, voc
+from mscl.data import coco, images, nuswide, voc
 from mscl.data.aapd import DEFAULT_FRACTIONS as AAPD_FRACTIONS
 from mscl.data.manifest import read_labels, read_split, read_stats
 from mscl.data.splitting import check_fractions, fractional_split, halve, seeded_order, split_sizes
-from mscl.errors import InputError
+from mscl.errors import InputError, OptionNames
 
 
 def copy_fixture(fixtures_dir: Path, name: str, tmp_path: Path) -> Path:
@@ -190,26 +190,61 @@ def test_coco_missing_image_is_an_error_or_dropped_and_counted(fixtures_dir, tmp
     image.unlink()
     with pytest.raises(InputError) as error:
         coco.prepare(root, tmp_path / "out", seed=0)
-    assert error.value.path == str(image) and "--missing-images drop" in error.value.fix
+    # The file that lists the image, and the image by its path there.
+    assert error.value.path == str(root / "annotations/instances_val2014.json") and error.value.field == "file_name"
+    assert "image 'val2014/COCO_val2014_000000000074.jpg' is missing" in str(error.value) and "--missing-images to drop" in error.value.fix
     assert_no_output(tmp_path / "out")
 
     stats = coco.prepare(root, tmp_path / "dropped", seed=0, missing_images="drop")
-    assert stats["dropped"]["missing_images"] == 1
+    assert stats["dropped"]["missing_images"] == 1 and "unreadable_image_paths" not in stats["dropped"]
     assert stats["counts"] == {"train": 2, "val": 1, "test": 1}
+
+
+def test_an_empty_split_names_the_input_that_left_it_empty(fixtures_dir, tmp_path):
+    """val2014 down to one image (the others dropped as missing): halving it leaves val empty,
+    and the error names val2014's annotation file, not the output folder."""
+    root = copy_fixture(fixtures_dir, "coco", tmp_path)
+    for name in ("COCO_val2014_000000000042.jpg", "COCO_val2014_000000000073.jpg"):
+        (root / "val2014" / name).unlink()
+    with pytest.raises(InputError, match=r"leaves split 'val' empty \(train 2, val 0, test 1 samples\)") as error:
+        coco.prepare(root, tmp_path / "out", seed=0, missing_images="drop")
+    assert error.value.path == str(root / "annotations/instances_val2014.json") and "val2014/" in error.value.fix
+    assert_no_output(tmp_path / "out")
+
+
+def test_images_are_decoded_in_full_in_parallel_and_every_bad_one_is_named(fixtures_dir, tmp_path):
+    """The shared check (mscl.data.images) on 40 images by 4 threads: a JPEG cut short (whose
+    header opens) and a missing file, named in order by their lines, however the pool schedules."""
+    good = (fixtures_dir / "coco" / "train2014" / "COCO_train2014_000000000009.jpg").read_bytes()
+    entries = []
+    for i in range(40):
+        (tmp_path / f"{i}.jpg").write_bytes(good[: len(good) // 2] if i == 17 else good)
+        entries.append((f"line {i + 2}", f"{i}.jpg"))
+    (tmp_path / "31.jpg").unlink()
+    problems = images.image_problems(tmp_path, [path for _, path in entries], verify=True, workers=4)
+    assert [i for i, problem in enumerate(problems) if problem] == [17, 31]
+    assert problems[17].startswith("unreadable (OSError: ") and problems[31] == "missing"
+    assert images.image_problems(tmp_path, [path for _, path in entries], verify=False)[17] is None  # presence only
+    with pytest.raises(InputError) as error:
+        images.require_images(tmp_path, entries, True, tmp_path / "list.csv", "image", OptionNames("sources.mine"))
+    message = str(error.value)
+    assert "2 images that cannot be used" in message and message.index("line 19: image '17.jpg' is unreadable") < message.index("line 33: image '31.jpg' is missing")
+    assert "`sources.mine.verify_images: false` (--no-verify-images) skips decoding them" in error.value.fix
 
 
 def test_coco_unreadable_image_is_caught_only_when_verifying(fixtures_dir, tmp_path):
     root = copy_fixture(fixtures_dir, "coco", tmp_path)
     image = root / "train2014/COCO_train2014_000000000025.jpg"
     corrupt(fixtures_dir, image)
-    with pytest.raises(InputError, match="unreadable") as error:
+    with pytest.raises(InputError, match="image 'train2014/COCO_train2014_000000000025.jpg' is unreadable") as error:
         coco.prepare(root, tmp_path / "out", seed=0)
-    assert error.value.path == str(image)
+    assert error.value.path == str(root / "annotations/instances_train2014.json")
     assert_no_output(tmp_path / "out")
 
     assert coco.prepare(root, tmp_path / "unchecked", seed=0, verify_images=False)["counts"]["train"] == 2
     dropped = coco.prepare(root, tmp_path / "dropped", seed=0, missing_images="drop")
     assert dropped["dropped"]["unreadable_images"] == 1 and dropped["counts"]["train"] == 1
+    assert dropped["dropped"]["unreadable_image_paths"] == ["train2014/COCO_train2014_000000000025.jpg"]
 
 
 # ----------------------------------------------------------------------------- PASCAL VOC
@@ -321,7 +356,7 @@ def test_voc_cli_takes_the_difficult_policy(fixtures_dir, tmp_path):
         (lambda r: (r / "Annotations/000009.xml").write_text("<annotation><object>"), "Annotations/000009.xml", "not valid XML"),
         (lambda r: (r / "Annotations/000001.xml").write_text("<annotation><object><difficult>0</difficult></object></annotation>"), "Annotations/000001.xml", "no <name>"),
         (lambda r: (r / "ImageSets/Main/test.txt").write_text("000001\n000005\n"), "ImageSets/Main/test.txt", "also in trainval"),
-        (lambda r: (r / "JPEGImages/000007.png").unlink(), "JPEGImages/000007.png", "missing"),
+        (lambda r: (r / "JPEGImages/000007.png").unlink(), "ImageSets/Main/trainval.txt", "image 'JPEGImages/000007.png' is missing"),
         (lambda r: (r / "ImageSets/Main/trainval.txt").write_text("\n"), "ImageSets/Main/trainval.txt", "lists no image"),
     ],
 )
@@ -387,7 +422,7 @@ def test_nuswide_absent_image_is_an_error_when_asked(fixtures_dir, tmp_path):
     root = fixtures_dir / "nuswide"
     with pytest.raises(InputError, match="missing") as error:
         nuswide.prepare(root, tmp_path / "out", seed=0, missing_images="error")
-    assert error.value.path == str(root / "Flickr/airport/0002_1000002.jpg")
+    assert error.value.path == str(root / "ImageList/Imagelist.txt") and "image 'Flickr/airport/0002_1000002.jpg' is missing" in str(error.value)
     assert_no_output(tmp_path / "out")
 
 
@@ -395,7 +430,7 @@ def test_nuswide_unreadable_image_is_dropped_and_counted_unless_unchecked(fixtur
     root = copy_fixture(fixtures_dir, "nuswide", tmp_path)
     corrupt(fixtures_dir, root / "Flickr/beach/0003_1000005.jpg")
     stats = nuswide.prepare(root, tmp_path / "out", seed=0)
-    assert stats["dropped"] == {"unlabelled_images": 1, "missing_images": 1, "unreadable_images": 1}
+    assert stats["dropped"] == {"unlabelled_images": 1, "missing_images": 1, "unreadable_images": 1, "unreadable_image_paths": ["Flickr/beach/0003_1000005.jpg"]}
     # Without --verify-images only presence is checked: the corrupt file stays, the absent one does not.
     unchecked = nuswide.prepare(root, tmp_path / "unchecked", seed=0, verify_images=False)
     assert unchecked["total"] == 5 and unchecked["dropped"]["missing_images"] == 1
@@ -409,7 +444,7 @@ def test_nuswide_unreadable_image_is_dropped_and_counted_unless_unchecked(fixtur
         (lambda r: (r / "Groundtruth/AllLabels/Labels_animal.txt").unlink(), "Groundtruth/AllLabels/Labels_animal.txt", "not found"),
         (lambda r: (r / "ImageList/Imagelist.txt").unlink(), "ImageList/Imagelist.txt", "not found"),
         (lambda r: (r / "Concepts81.txt").write_text("\n"), "Concepts81.txt", "no concept"),
-        (lambda r: shutil.rmtree(r / "Flickr"), "", "no listed image"),
+        (lambda r: shutil.rmtree(r / "Flickr"), "ImageList/Imagelist.txt", "no image it lists is both labelled and present"),
     ],
 )
 def test_nuswide_bad_input_names_the_file(fixtures_dir, tmp_path, edit, named, expected):

@@ -285,6 +285,33 @@ def test_a_killed_job_process_gets_its_worker_terminated(stand_in_server, tmp_pa
     assert "is gone; terminating the worker" in log and f"worker {worker} was killed by SIGTERM" in log
 
 
+def test_a_launched_jobs_gpu_lock_goes_with_its_worker(stand_in_server, tmp_path):
+    """`mscl launch --gpus 1 -- python -m mscl pretrain` served: the worker receives the job's
+    GPU lock with its stdio, so a killed job process leaves the device locked until the worker
+    has ended too (held stopped here, so that the server's SIGTERM waits)."""
+    import psutil
+
+    from mscl.train import gpu_locks, gpu_pool
+
+    folder = tmp_path / "locks"
+    env = {gpu_pool.POOL_ENV: "0", gpu_locks.LOCK_DIR_ENV: str(folder)}
+    command = ["launch", "--gpus", "1", "--", sys.executable, "-m", "mscl", "pretrain", "--data", "sleep", "--spec", "{}", "--out", "out"]
+    job = mscl(command, tmp_path, stand_in_server.socket, env_extra=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    worker = started_worker(job)
+    assert str(folder / "gpu-0.slot0.lock") in [opened.path for opened in psutil.Process(worker).open_files()]
+    os.kill(worker, signal.SIGSTOP)
+    try:
+        job.kill()
+        job.wait(timeout=10)
+        assert gpu_locks.try_claim(1, ["0"], folder, 1) is None  # the job process is gone, its worker is not
+    finally:
+        os.kill(worker, signal.SIGCONT)  # it takes the server's SIGTERM and ends
+    wait_for(lambda: not psutil_exists(worker), 30, f"worker {worker} to end")
+    claim = gpu_locks.try_claim(1, ["0"], folder, 1)
+    assert claim is not None and claim.devices == ["0"]
+    claim.release()
+
+
 def test_a_killed_server_takes_its_workers_along_and_the_job_fails(stand_in_server, tmp_path):
     """PR_SET_PDEATHSIG: no worker outlives its server; the job process says so and fails."""
     job = stand_in_job("sleep", tmp_path, stand_in_server.socket)

@@ -16,9 +16,7 @@ import time
 from itertools import combinations
 from pathlib import Path
 
-import pytest
-
-from mscl.train import launch
+from mscl.train import gpu_locks, gpu_pool, launch
 
 POOL = "0,1,2,3"
 # A job: record (devices, start, end) as a JSON line, holding the devices for `seconds`.
@@ -31,7 +29,7 @@ RECORDING_JOB = (
 
 def environment(tmp_path: Path, **extra: str) -> dict[str, str]:
     env = {key: value for key, value in os.environ.items() if key not in ("SLURM_JOB_ID", "CUDA_VISIBLE_DEVICES", launch.ASSIGNED_ENV)}
-    return {**env, launch.POOL_ENV: POOL, launch.LOCK_DIR_ENV: str(tmp_path / "locks"), **extra}
+    return {**env, gpu_pool.POOL_ENV: POOL, gpu_locks.LOCK_DIR_ENV: str(tmp_path / "locks"), **extra}
 
 
 def start_job(tmp_path: Path, gpus: int, record: Path, seconds: float, env: dict[str, str]) -> subprocess.Popen:
@@ -72,7 +70,7 @@ def test_concurrent_jobs_never_hold_the_same_device(tmp_path):
 
 def test_jobs_per_device_lets_that_many_jobs_share_a_device(tmp_path):
     record = tmp_path / "held.jsonl"
-    env = environment(tmp_path, **{launch.POOL_ENV: "0", launch.JOBS_PER_DEVICE_ENV: "2"})
+    env = environment(tmp_path, **{gpu_pool.POOL_ENV: "0", gpu_pool.JOBS_PER_DEVICE_ENV: "2"})
     jobs = [start_job(tmp_path, 1, record, 0.5, env) for _ in range(4)]
     for job in jobs:
         job.communicate(timeout=60)
@@ -84,11 +82,11 @@ def test_jobs_per_device_lets_that_many_jobs_share_a_device(tmp_path):
 
 def test_a_killed_job_gives_its_devices_back(tmp_path):
     """The kernel drops a dead holder's locks, whatever killed it (SIGKILL here)."""
-    env = environment(tmp_path, **{launch.POOL_ENV: "0,1"})
+    env = environment(tmp_path, **{gpu_pool.POOL_ENV: "0,1"})
     holder = start_job(tmp_path, 2, tmp_path / "never.jsonl", 600, env)
     lock_folder = tmp_path / "locks"
     deadline = time.monotonic() + 30
-    while not (lock_folder.is_dir() and len(list(lock_folder.iterdir())) == 2) and time.monotonic() < deadline:
+    while not (lock_folder.is_dir() and len(list(lock_folder.glob("*.lock"))) == 2) and time.monotonic() < deadline:
         time.sleep(0.05)
     time.sleep(0.3)  # past the claim, into the exec'd command
     holder.send_signal(signal.SIGKILL)
@@ -103,11 +101,16 @@ def test_a_killed_job_gives_its_devices_back(tmp_path):
 
 def test_a_job_of_no_gpu_sees_none_and_slurm_keeps_its_own_assignment(tmp_path):
     show = [sys.executable, "-c", "import os; print(repr(os.environ.get('CUDA_VISIBLE_DEVICES')))"]
-    run = lambda gpus, env: subprocess.run([sys.executable, "-m", "mscl", "launch", "--gpus", str(gpus), "--", *show], env=env, capture_output=True, text=True, check=True).stdout.strip()  # noqa: E731
+    launched = lambda gpus, env: subprocess.run([sys.executable, "-m", "mscl", "launch", "--gpus", str(gpus), "--", *show], env=env, capture_output=True, text=True, check=True)  # noqa: E731
+    run = lambda gpus, env: launched(gpus, env).stdout.strip()  # noqa: E731
     assert run(0, environment(tmp_path)) == "''"
+    # A machine where no GPU was found (an empty pool): a GPU job sees none either, and says so.
+    cpu_machine = launched(2, environment(tmp_path, **{gpu_pool.POOL_ENV: ""}))
+    assert cpu_machine.stdout.strip() == "''"
+    assert "asks for 2 GPU(s), but this run's GPU pool is empty" in cpu_machine.stderr and "CUDA_VISIBLE_DEVICES=''" in cpu_machine.stderr
     slurm = environment(tmp_path, SLURM_JOB_ID="42", CUDA_VISIBLE_DEVICES="3")
     assert run(1, slurm) == "'3'"  # SLURM's assignment, untouched
-    outside = {key: value for key, value in environment(tmp_path).items() if key != launch.POOL_ENV}
+    outside = {key: value for key, value in environment(tmp_path).items() if key != gpu_pool.POOL_ENV}
     assert run(1, outside) == "None"  # no pool exported: not a local workflow run, nothing changes
 
 
@@ -125,20 +128,6 @@ def test_torchrun_runs_one_process_per_gpu_of_a_module_command(tmp_path):
     assert launch.torchrun_command(command, 2) == ["python", "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", "-m", "mscl", "pretrain", "--data", "d"]
     result = subprocess.run([sys.executable, "-m", "mscl", "launch", "--gpus", "2", "--torchrun", "--", "echo", "x"], capture_output=True, text=True)
     assert result.returncode == 2 and "--torchrun needs a `python -m MODULE ...` command" in result.stderr
-
-
-def test_the_pool_is_the_configured_list_or_the_visible_devices(monkeypatch):
-    assert launch.resolve_pool([2, 3]) == ["2", "3"]
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1, 5")
-    assert launch.resolve_pool("auto") == ["1", "5"]
-    with pytest.raises(ValueError, match="lists a device twice"):
-        launch.resolve_pool([1, 1])
-    monkeypatch.delenv(launch.POOL_ENV, raising=False)
-    lines = []
-    assert launch.share_local_gpus([0, 1], 1, local=True, report=lines.append) == ["0", "1"]
-    assert os.environ[launch.POOL_ENV] == "0,1" and "0, 1" in lines[0]
-    assert launch.share_local_gpus([0, 1], 1, local=False, report=lines.append) == []
-    assert launch.POOL_ENV not in os.environ  # a cluster run: the scheduler assigns GPUs
 
 
 def test_versions_json_records_the_assigned_devices(monkeypatch):
@@ -162,7 +151,7 @@ def test_an_mscl_command_runs_in_the_launching_process_holding_its_devices(tmp_p
 
     def mscl_main(argv):
         seen.update(argv=argv, devices=os.environ["CUDA_VISIBLE_DEVICES"])
-        seen["held"] = launch.try_claim(4, POOL.split(","), tmp_path / "locks", 1) is None  # 2 of 4 are taken
+        seen["held"] = gpu_locks.try_claim(4, POOL.split(","), tmp_path / "locks", 1) is None  # 2 of 4 are taken
         return 7
 
     code = launch.main(["--gpus", "2", "--", sys.executable, "-m", "mscl", "probe", "--data", "d"], in_this_process=mscl_main)

@@ -296,6 +296,27 @@ def coco_json_naming_missing_images(tmp: Path) -> Expect:
 
 
 @case
+def coco_image_cut_short(tmp: Path) -> Expect:
+    """Its header opens (PIL's verify() passed it); decoding every pixel does not."""
+    root = copy_fixture("coco", tmp)
+    image = root / "train2014" / "COCO_train2014_000000000009.jpg"
+    image.write_bytes(image.read_bytes()[: image.stat().st_size // 2])
+    return Expect(prepare("prepare-coco", root, tmp, "--from-config"), str(root / "annotations" / "instances_train2014.json"), "train2014/COCO_train2014_000000000009.jpg' is unreadable", out=tmp / "out")
+
+
+@case
+def csv_labels_joined_by_a_pipe_under_the_default_separator(tmp: Path) -> Expect:
+    """7 labels joined by '|' would read as dozens of single labels, 1.0 per sample."""
+    rng = np.random.default_rng(0)
+    names = ["cat", "dog", "bird", "fish", "horse", "cow", "sheep"]
+    lines = ["text,tags"] + [f"doc {i},{'|'.join(sorted(rng.choice(names, size=rng.integers(1, 4), replace=False)))}" for i in range(60)]
+    path = tmp / "mine.csv"
+    path.write_text("\n".join(lines) + "\n")
+    argv = ["prepare-csv", "--path", str(path), "--out", str(tmp / "out" / "mine"), "--input-column", "text", "--labels-column", "tags", "--from-config"]
+    return Expect(argv, str(path), "`sources.mine.separator` (--separator) to '|'", out=tmp / "out")
+
+
+@case
 def coco_image_id_that_is_not_a_number(tmp: Path) -> Expect:
     root = copy_fixture("coco", tmp)
     path = root / "annotations" / "instances_val2014.json"
@@ -548,6 +569,39 @@ def config_unknown_encoder_setting(tmp: Path) -> Expect:
 @case
 def config_experiment_block_without_losses(tmp: Path) -> Expect:
     return config_case(tmp, lambda c: c["experiments"]["image"].pop("losses"), "experiments.image")
+
+
+# Cross-key mistakes (mscl.config_checks): they used to pass the dry run and fail every job, or no job.
+
+
+@case
+def config_loss_options_under_a_loss_nothing_defines(tmp: Path) -> Expect:
+    return config_case(tmp, lambda c: c["training"]["loss_options"].update(simdisim={"form": "literal"}), "training.loss_options.simdisim")
+
+
+@case
+def config_loss_option_the_loss_does_not_take(tmp: Path) -> Expect:
+    return config_case(tmp, lambda c: c["training"]["loss_options"].update(msc={"gamma": 2}), "training.loss_options.msc.gamma")
+
+
+@case
+def config_image_encoder_on_a_text_dataset(tmp: Path) -> Expect:
+    return config_case(tmp, lambda c: c["experiments"]["aapd"].update(encoders=["resnet8"]), "experiments.aapd.encoders")
+
+
+@case
+def config_batch_size_the_encoders_gpus_cannot_split(tmp: Path) -> Expect:
+    return config_case(tmp, lambda c: c["encoders"]["resnet8"]["resources"].update(gpu=3), "experiments.image.batch_sizes")
+
+
+@case
+def config_tuning_reuse_of_a_method_nothing_defines(tmp: Path) -> Expect:
+    return config_case(tmp, lambda c: c.update(tuning={"reuse": {"sim": "simdisim"}}), "tuning.reuse.sim")
+
+
+@case
+def config_report_batch_size_no_run_has(tmp: Path) -> Expect:
+    return config_case(tmp, lambda c: c["report"]["batch_size"].update(mimic=8), "report.batch_size.mimic")
 
 
 # ---------------------------------------------------------------------------------- test

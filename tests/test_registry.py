@@ -5,8 +5,12 @@ and restored around it (`clean_registry`)."""
 
 from __future__ import annotations
 
+import copy
 import json
 import math
+import os
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -112,6 +116,31 @@ def test_a_registered_loss_module_takes_its_declared_options_and_the_run_options
     assert torch.allclose(module(features, labels), 3.0 * make_loss("any", temperature=0.2)(features, labels))
     with pytest.raises(ValueError, match=r"does not take option\(s\) \['alpha'\]"):
         build_loss(LossSpec("scaled_any", 0.2, {"alpha": 1}))
+
+
+def test_the_examples_loss_module_is_any_at_margin_0_and_takes_its_declared_option(monkeypatch):
+    """examples/extending/margin_any.py (docs/extending.md): a whole torch.nn.Module registered
+    with an option, built from a LossSpec as a run builds it, on dense and sparse CSR labels."""
+    from pathlib import Path
+
+    from mscl.losses import build_loss, csr_labels, loss_options_taken
+
+    monkeypatch.chdir(Path(__file__).parents[1])
+    plugins.load_plugins(["examples/extending/margin_any.py"])
+    assert loss_options_taken("margin_any") == {"margin"} and registry.method_display("margin_any") == "ANY + margin"
+    features, labels = batch()
+    sparse = csr_labels([torch.nonzero(row).flatten() for row in labels], labels.shape[1])
+    any_loss = make_loss("any", temperature=0.2)(features, labels)
+    at_zero = build_loss(LossSpec("margin_any", 0.2, {"margin": 0.0}))
+    assert torch.allclose(at_zero(features, labels).double(), any_loss, atol=1e-6)
+    assert torch.allclose(at_zero(features, sparse).double(), any_loss, atol=1e-6)
+    with_margin = build_loss(LossSpec("margin_any", 0.2, {"margin": 0.3}))(features, labels)
+    assert with_margin > any_loss  # positives count less: every anchor's loss grows
+    with_margin.backward()
+    assert features.grad is not None and torch.isfinite(features.grad).all()
+    assert build_loss(LossSpec("margin_any", 0.2))(features, torch.zeros_like(labels)) == 0  # no positive at all
+    with pytest.raises(ValueError, match=r"does not take option\(s\) \['gamma'\]"):
+        build_loss(LossSpec("margin_any", 0.2, {"gamma": 1}))
 
 
 def test_the_training_loop_builds_a_registered_loss_from_a_run_spec():
@@ -223,6 +252,34 @@ def test_a_spec_imports_its_plugins_and_refuses_a_changed_file(tmp_path, monkeyp
         load_spec(json.dumps(spec))
 
 
+def test_a_job_imports_a_plugins_helper_without_pythonpath_and_refuses_an_edited_helper(tmp_path, monkeypatch):
+    """What a training job does with its spec's plugins, in a fresh interpreter whose working
+    folder is the workflow's: the plugin's folder is on sys.path while it loads (and after, last),
+    so its helper imports; a helper edited after planning is refused, naming it."""
+    folder = tmp_path / "lab_plugins"
+    folder.mkdir()
+    (folder / "helped.py").write_text("import mscl\nfrom weights_of_mine import w\nmscl.register_pair_loss('helped', w)\n")
+    (folder / "weights_of_mine.py").write_text("def w(overlap):\n    return (overlap.intersection > 0).float()\n")
+    for module, name in ((plugins, "_LOADED"), (registry, "_PLUGIN_LOSSES"), (sys, "path")):  # this process's state stays as it was
+        monkeypatch.setattr(module, name, copy.copy(getattr(module, name)))
+    monkeypatch.delitem(sys.modules, "weights_of_mine", raising=False)
+    [plugin] = plugins.load_plugins([str(folder / "helped.py")])
+    entry = plugin.spec_entry()
+    assert entry["local_modules"] == {"weights_of_mine.py": __import__("hashlib").sha256((folder / "weights_of_mine.py").read_bytes()).hexdigest()}
+    job = (
+        "import json, sys\nfrom mscl.plugins import load_spec_plugins\nfrom mscl import registry\n"
+        f"load_spec_plugins([json.loads({json.dumps(json.dumps(entry))})], 'spec')\n"
+        "print(registry.plugin_sources(loss='helped'), sys.path[-1])"
+    )  # fmt: skip
+    environment = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    done = subprocess.run([sys.executable, "-c", job], cwd=tmp_path, env=environment, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"['{folder / 'helped.py'}'] {folder}"
+    (folder / "weights_of_mine.py").write_text("def w(overlap):\n    return overlap.intersection\n")
+    refused = subprocess.run([sys.executable, "-c", job], cwd=tmp_path, env=environment, capture_output=True, text=True)
+    assert refused.returncode != 0 and "changed after this job was planned: its helper 'weights_of_mine.py'" in refused.stderr
+
+
 @pytest.mark.parametrize(
     "reference, content, message",
     [
@@ -268,17 +325,18 @@ def test_the_weights_see_the_label_overlap_of_the_batch():
 
 def test_the_schemas_short_lists_are_the_packages_lists():
     """The few closed lists the config schema still spells out (it is YAML: it cannot import
-    them) are checked against the one list each comes from: encoder roles (mscl.layout), the
+    them) are checked against the one list each comes from: the form of an encoder role (mscl.layout), the
     families and modalities of a source of one's own, the source kinds."""
     from pathlib import Path
 
     import yaml
 
     from mscl.defaults import CSV_MODALITIES
-    from mscl.layout import DATASET_FAMILY_NAMES, ENCODER_ROLES
+    from mscl.layout import DATASET_FAMILY_NAMES, REFERENCE_ROLE, ROLE_PATTERN
 
     schema = yaml.safe_load((Path(__file__).parents[1] / "workflow" / "schemas" / "config.schema.yaml").read_text())["properties"]
-    assert schema["encoders"]["additionalProperties"]["properties"]["role"]["enum"] == list(ENCODER_ROLES)
+    role = schema["encoders"]["additionalProperties"]["properties"]["role"]
+    assert role["pattern"] == ROLE_PATTERN and role["not"] == {"const": REFERENCE_ROLE} and "enum" not in role
     own = schema["sources"]["additionalProperties"]
     csv_source, manifest_source = own["oneOf"]
     for branch in (csv_source, manifest_source):

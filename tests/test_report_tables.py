@@ -99,8 +99,9 @@ def test_collect_rejects_unknown_encoders_bad_roles_and_files_without_a_run_spec
     paths, _ = run_tree
     with pytest.raises(InputError, match="roberta_tiny"):
         collect_runs(paths, {"resnet_tiny": "resnet"})
-    with pytest.raises(InputError, match="role 'bert'"):
-        collect.parse_roles(["roberta_tiny=bert"])
+    assert collect.parse_roles(["roberta_tiny=bert"]) == {"roberta_tiny": "bert"}  # a role of one's own: the benchmark alone
+    with pytest.raises(InputError, match="role 'bert base' of encoder 'roberta_tiny' is not a name"):
+        collect.parse_roles(["roberta_tiny=bert base"])
     stray = tmp_path / "elsewhere" / "metrics.json"
     stray.parent.mkdir()
     stray.write_text(json.dumps({"test": {"micro_f1": 0.5}, "spec": {"dataset": "coco", "encoder_name": "resnet_tiny", "loss": "any"}}))
@@ -498,6 +499,26 @@ def test_cost_table_reads_the_runs_axes_from_their_recorded_specs(tmp_path, monk
     Path(layout.job_benchmark("out", "probe", layout.run_name("voc", "enc", "any", 8, 3))).unlink()
     with pytest.raises(InputError, match="benchmark file not found"):
         cost.cost_frame([metrics])
+
+
+def test_a_table_and_a_figure_say_when_their_runs_ran_more_than_one_version_of_the_code(tmp_path):
+    from mscl.report import figures
+    from mscl.report.collect import code_versions
+
+    ran = [{"mscl/losses.py": {"a" * 64}, "mscl/io.py": {"c" * 64}}, {"mscl/losses.py": {"b" * 64, "d" * 64}, "mscl/io.py": {"c" * 64}}, {}]
+    assert code_versions(ran) == ["mscl/losses.py@aaaaaaaaaaaa", "mscl/losses.py@bbbbbbbbbbbb mscl/losses.py@dddddddddddd", ""]
+    runs = tidy_runs([("aapd", "llama", "simdissim", "micro_f1", 0.7561), ("aapd", "llama", "all", "micro_f1", 0.5)])
+    prefix = tmp_path / "aapd"
+    runs.assign(code_versions="").to_csv(tmp_path / "same.csv", index=False)
+    assert tables.main(["aapd", "--runs", str(tmp_path / "same.csv"), "--out-prefix", str(prefix)]) == 0
+    assert "version of the code" not in prefix.with_suffix(".md").read_text()
+    runs.assign(code_versions=code_versions(ran)[:2]).to_csv(tmp_path / "mixed.csv", index=False)
+    assert tables.main(["aapd", "--runs", str(tmp_path / "mixed.csv"), "--out-prefix", str(prefix)]) == 0
+    sentence = "These runs were made by more than one version of the code: mscl/losses.py (3 versions); `python -m mscl stale` lists the runs"
+    for suffix in (".md", ".html"):
+        assert sentence in prefix.with_suffix(suffix).read_text()
+    assert figures.main(["text_encoders", "--runs", str(tmp_path / "mixed.csv"), "--out-prefix", str(tmp_path / "figure")]) == 0
+    assert sentence in (tmp_path / "figure.html").read_text()
 
 
 def test_table_cli_writes_four_files_and_needs_runs(tmp_path):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -201,6 +202,37 @@ def test_a_distributed_pretrain_job_runs_torchrun_on_its_gpus_of_one_node(slurm_
         assert job.resources["cpus_per_gpu"] == str(job.threads)  # per process: each rank runs `threads` threads
 
 
+def asks_for_a_gpu(job: Job) -> bool:
+    """What sbatch gets: --gpus from `gpu`, --gres from `gres`."""
+    return int(job.resources.get("gpu", "0")) > 0 or "gpu" in job.resources.get("gres", "")
+
+
+def check_partitions(jobs: list[Job], where: str) -> set[str]:
+    """Every job that asks for a GPU names the GPU partition and every other one the CPU
+    partition; a job whose command would use a GPU (`mscl launch --gpus N`, N > 0) asks for
+    one. Returns the rules that ask for GPUs."""
+    for job in jobs:
+        what = f"{where}: {job.rule} {job.wildcards} {job.resources}"
+        if asks_for_a_gpu(job):
+            assert job.resources["slurm_partition"] == SITE_PLACEHOLDERS["gpu"], what
+        else:
+            assert job.resources["slurm_partition"] == SITE_PLACEHOLDERS["cpu"], what
+            assert not re.search(r"mscl launch --gpus [1-9]", job.shell), what
+    return {job.rule for job in jobs if asks_for_a_gpu(job)}
+
+
+@pytest.mark.parametrize("profile", ["slurm", "slurm-gres"])
+def test_every_gpu_job_is_on_the_gpu_partition_and_no_job_asks_for_one_on_the_cpu_partition(slurm_jobs, gres_jobs, profile, tmp_path):
+    """Every job of the paper grid, and of the embedded default (whose text encoders cache a
+    frozen prefix per dataset, rule cache_prefix, which the paper's encoders do not)."""
+    paper = {"slurm": slurm_jobs, "slurm-gres": gres_jobs}[profile]
+    assert check_partitions(paper, f"paper grid, {profile}") == set(TRAINING_RULES)
+    result = snakemake(tmp_path, "-n", "--cores", DRY_RUN_CORES, "--workflow-profile", str(PROFILES / profile))
+    assert result.returncode == 0, result.stderr[-3000:]
+    default = parse_dry_run(result.stdout + result.stderr)
+    assert check_partitions(default, f"embedded default, {profile}") == {"cache_prefix", *TRAINING_RULES}
+
+
 def test_site_values_are_set_in_one_block_and_code_edits_do_not_rerun_jobs():
     for profile in ("slurm", "slurm-gres"):
         text = (PROFILES / profile / "config.v8+.yaml").read_text()
@@ -208,8 +240,9 @@ def test_site_values_are_set_in_one_block_and_code_edits_do_not_rerun_jobs():
         placeholder_lines = [line for line in text.splitlines() if "CHANGE_ME" in line]
         assert len(placeholder_lines) == 3 and all(line.startswith("  ") and "&" in line for line in placeholder_lines)
         assert set(document["rerun-triggers"]) == {"mtime", "params", "input", "software-env"}
-        for rule in TRAINING_RULES:
+        for rule in (*TRAINING_RULES, "cache_prefix"):
             assert not {"mem_mb", "runtime"} & set(document["set-resources"][rule])
+        for rule in TRAINING_RULES:
             # The claim check's tuning runs are the same jobs: the same partition and GPUs.
             assert document["set-resources"][f"tuning_{rule}"] == document["set-resources"][rule]
 

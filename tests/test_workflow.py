@@ -161,8 +161,8 @@ def test_lint_passes(tmp_path):
         ("seed=-1", "invalid config key `seed` in"),
         ("sources={'voc': {'difficult': 'sometimes'}}", "invalid config key `sources.voc.difficult` in"),
         # Names come from the package's lists (mscl.layout, mscl.registry), checked after the schema.
-        ("datasets=[imagenet]", "config `datasets` names 'imagenet', which is neither a built-in dataset setting"),
-        ("report={'display': {'cocoo': 'COCO-demo'}}", "config report.display names 'cocoo', which is neither"),
+        ("datasets=[imagenet]", "`datasets`: names dataset 'imagenet', which is neither a built-in dataset setting"),
+        ("report={'display': {'cocoo': 'COCO-demo'}}", "invalid config key `report.display.cocoo` in"),
     ],
 )
 def test_bad_config_fails_at_parse_time_naming_the_key(tmp_path, override, problem):
@@ -211,7 +211,9 @@ def test_experiment_naming_an_unprepared_dataset_fails_at_parse_time(tmp_path):
     result = snakemake(tmp_path, "-n", "--config", "datasets=[coco]", check=False)
     assert result.returncode != 0
     output = result.stdout + result.stderr
-    assert "experiments.image.datasets names 'voc'" in output and "Fix: add it to `datasets`" in output
+    assert "invalid config key `datasets` in" in output and "leaves out datasets 'voc', 'nuswide', 'aapd'" in output
+    assert "(image: 'voc', 'nuswide'; aapd: 'aapd';" in output and "image_seeds" not in output  # coco is prepared
+    assert "Fix: add them to `datasets`" in output
 
 
 def test_experiment_naming_an_unknown_dataset_offers_a_valid_fix(tmp_path):
@@ -223,8 +225,8 @@ def test_experiment_naming_an_unknown_dataset_offers_a_valid_fix(tmp_path):
     result = snakemake(tmp_path, "-n", "--configfile", str(config_file), check=False)
     output = result.stdout + result.stderr
     assert result.returncode != 0
-    assert "names 'cocoo', which is not a dataset setting of this pipeline" in output
-    assert "Fix: use one of ['coco'," in output and "add it to `datasets`" not in output
+    assert "`experiments.image.datasets` in" in output and "names dataset 'cocoo', which is neither a built-in dataset setting" in output
+    assert "Allowed: coco, voc," in output and "add them to `datasets`" not in output
     assert str(config_file) in output
 
 
@@ -350,6 +352,28 @@ def test_mini_grid_builds_every_table_figure_and_the_report(tmp_path):
     check_log = (tmp_path / "results" / "logs" / "report" / "check_complete.log").read_text()
     assert any("image.csv: no result for" in line and "/voc/" in line for line in check_log.splitlines())  # PASCAL was not run
     assert "figure text_encoders: no result for" in check_log and "problems in 7 tables" in check_log
+    # What made the runs (mscl.provenance): each job recorded the mscl files it ran, a
+    # pretraining no report code; today's code made every run, one version of each file.
+    run = tmp_path / "results/runs/coco/resnet8/any/bs64/seed0"
+    ran = json.loads((run / "pretrain" / "versions.json").read_text())["code"]["files"]
+    assert {"mscl/losses.py", "mscl/train/pretrain.py"} <= set(ran) and not any(name.startswith("mscl/report/") for name in ran)
+    prepared = json.loads((tmp_path / "data/processed/coco/versions.json").read_text())["code"]["files"]
+    assert {"mscl/data/coco.py", "mscl/data/manifest.py"} <= set(prepared) and "mscl/train/pretrain.py" not in prepared
+    assert "more than one version of the code" not in image_md
+    stale = [sys.executable, "-m", "mscl", "stale", "--configfile", str(config_file)]
+    done = subprocess.run(stale, cwd=tmp_path, capture_output=True, text=True)
+    assert (done.returncode, done.stdout) == (0, "0 of 3 runs stale\n"), done.stderr  # any, simdissim, the label prior
+    # As a later edit of the losses leaves it: that run is stale, and the printed command plans
+    # exactly its jobs and what reads them.
+    record = json.loads((run / "pretrain" / "versions.json").read_text())
+    record["code"]["files"]["mscl/losses.py"] = "0" * 64
+    (run / "pretrain" / "versions.json").write_text(json.dumps(record))
+    done = subprocess.run(stale, cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 1 and done.stdout.startswith("results/runs/coco/resnet8/any/bs64/seed0: pretrain: mscl/losses.py changed;")
+    command = done.stdout.splitlines()[-1].split()
+    assert command[:2] == ["snakemake", "--configfile"] and command[-2:] == ["--forcerun", "results/runs/coco/resnet8/any/bs64/seed0/pretrain/encoder.pt"]
+    planned = job_counts(snakemake(tmp_path, "-n", *command[1:]).stdout)
+    assert planned["pretrain"] == 1 and planned["probe"] == 1 and "prepare_coco" not in planned
 
 
 TINY_RUN = "aapd/roberta-tiny/simdissim/bs8/seed0"
@@ -371,6 +395,7 @@ def tiny_text_config(path: Path, epochs: int) -> Path:
         "one": {"datasets": ["aapd"], "encoders": ["roberta-tiny"], "losses": ["simdissim"], "batch_sizes": [8]}
     }
     config["training"] = {"pretrain": {"epochs": epochs, "max_steps_per_epoch": 1}, "probe": {"epochs": 2}}
+    config["report"]["batch_size"]["aapd"] = 8  # the AAPD tables show the run's batch size
     path.write_text(yaml.safe_dump(config))
     return path
 

@@ -20,7 +20,7 @@ from mscl import jobserver
 from mscl.cli import commands, parse_args
 from mscl.errors import InputError
 from mscl.interrupt import stop_when_owner_ends
-from mscl.train import launch
+from mscl.train import gpu_locks, launch
 
 COMMANDS: dict[str, tuple[str, str]] = {
     "fetch-mimic-splits": ("mscl.data.mimic_splits", "copy or download the MIMIC split/top-50 lists and verify sha256"),
@@ -85,6 +85,11 @@ def main(argv: list[str] | None = None) -> int:
         return jobserver.main(rest, run)  # workers run their jobs' commands with `run`, as a job would
     if command == "launch":  # holds the job's GPUs, then runs an mscl command here (no second interpreter)
         return launch.main(rest, in_this_process=main)
+    try:
+        gpu_locks.adopt()  # a process torchrun started for a launched job holds the job's GPU locks too
+    except gpu_locks.LockError as error:
+        print(f"mscl {command}: error: {error}", file=sys.stderr)
+        return 1
     stop_when_owner_ends()
     if command in jobserver.SERVED_COMMANDS and (code := jobserver.delegate(argv)) is not None:
         return code
@@ -94,6 +99,9 @@ def main(argv: list[str] | None = None) -> int:
 def run(argv: list[str]) -> int:
     """Run a command whose arguments `main` has checked, in this process."""
     command, rest = argv[0], argv[1:]
+    # The command itself, however it was started (through `launch` or a job server's worker,
+    # which set their own): what a job's versions.json records as its command (mscl.provenance).
+    sys.argv = [sys.argv[0], *argv]
     module = importlib.import_module(COMMANDS[command][0])
     try:
         return int(module.main(rest) or 0)

@@ -46,13 +46,14 @@ from mscl.defaults import (
     MIMIC_CHUNK_ROWS,
     MIMIC_DOWNLOAD_TIMEOUT_S,
     MIMIC_LABEL_SPACES,
+    MISSING_IMAGES_DEFAULTS,
     MISSING_POLICIES,
     NUSWIDE_FRACTIONS,
     VOC_DIFFICULT_POLICIES,
     YEAST_POLICIES,
     YEAST_VAL_FRACTION,
 )
-from mscl.layout import DATASET_FAMILY_NAMES, DEMO_KINDS, FIGURE_NAMES, MIMIC_VERSIONS, PAPER_DATASETS, REPORT_ROLES, TABLE_NAMES
+from mscl.layout import DATASET_FAMILY_NAMES, DEMO_KINDS, FIGURE_NAMES, MIMIC_VERSIONS, PAPER_DATASETS, PAPER_ROLES, TABLE_NAMES
 
 AddOptions = Callable[[argparse.ArgumentParser], None]
 # command -> (description, module whose docstring's first paragraph is the description, options)
@@ -112,8 +113,17 @@ def seed(text: str) -> int:
     return int(text)
 
 
-def add_image_arguments(parser: argparse.ArgumentParser, missing_default: str = "error") -> None:
+def add_from_config_argument(parser: argparse.ArgumentParser) -> None:
+    """`--from-config`: a preparation's messages name the config keys its options come from."""
+    parser.add_argument(
+        "--from-config", action="store_true",
+        help="the options come from the config's `sources.<name>` block (the workflow passes it): messages name its keys beside the options",
+    )  # fmt: skip
+
+
+def add_image_arguments(parser: argparse.ArgumentParser, source: str) -> None:
     """Add --root/--out/--seed and the image-check options every image parser takes."""
+    missing_default = MISSING_IMAGES_DEFAULTS[source]
     parser.add_argument("--root", required=True, type=Path, help="dataset root folder (the published layout)")
     parser.add_argument("--out", required=True, type=Path, help="output folder of the prepared manifest")
     parser.add_argument("--seed", type=seed, default=0, help="seed of the split (default 0)")
@@ -121,14 +131,15 @@ def add_image_arguments(parser: argparse.ArgumentParser, missing_default: str = 
         "--verify-images",
         action=argparse.BooleanOptionalAction,
         default=True,
-        help="open every referenced image with PIL and check it (default on)",
+        help="decode every referenced image in full with PIL, in parallel (default on)",
     )
     parser.add_argument(
         "--missing-images",
         choices=MISSING_POLICIES,
         default=missing_default,
-        help=f"a missing or unreadable image is an error, or is dropped and counted (default {missing_default})",
+        help=f"a missing or undecodable image is an error, or is dropped, counted and listed in stats.json (default {missing_default})",
     )
+    add_from_config_argument(parser)
 
 
 def add_fractions_argument(parser: argparse.ArgumentParser, default: Sequence[float], help_default: str) -> None:
@@ -184,12 +195,12 @@ def _prepare_mimic(parser: argparse.ArgumentParser) -> None:
 
 @command("prepare-coco", doc_of="mscl.data.coco")
 def _prepare_coco(parser: argparse.ArgumentParser) -> None:
-    add_image_arguments(parser)
+    add_image_arguments(parser, "coco")
 
 
 @command("prepare-voc", doc_of="mscl.data.voc")
 def _prepare_voc(parser: argparse.ArgumentParser) -> None:
-    add_image_arguments(parser)
+    add_image_arguments(parser, "voc")
     parser.add_argument(
         "--difficult",
         choices=VOC_DIFFICULT_POLICIES,
@@ -200,7 +211,7 @@ def _prepare_voc(parser: argparse.ArgumentParser) -> None:
 
 @command("prepare-nuswide", doc_of="mscl.data.nuswide")
 def _prepare_nuswide(parser: argparse.ArgumentParser) -> None:
-    add_image_arguments(parser, missing_default="drop")
+    add_image_arguments(parser, "nuswide")
     add_fractions_argument(parser, NUSWIDE_FRACTIONS, "0.6 0.2 0.2; AllLabels only: TrainTestLabels keeps the official split")
 
 
@@ -211,6 +222,7 @@ def _prepare_aapd(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=seed, default=0, help="seed of the re-split (default 0)")
     parser.add_argument("--policy", choices=AAPD_POLICIES, default="resplit", help="re-split the pooled documents (default) or keep the published split")
     add_fractions_argument(parser, AAPD_FRACTIONS, "the paper's 37.8k/6.7k/11.3k proportions, used by the re-split")
+    add_from_config_argument(parser)
 
 
 @command("prepare-yeast", doc_of="mscl.data.yeast")
@@ -286,8 +298,9 @@ def add_own_dataset_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dataset", default=None, help="dataset name recorded in stats.json (default: the --out folder's name)")
     parser.add_argument(
         "--verify-images", action=argparse.BooleanOptionalAction, default=True,
-        help="image datasets: open every image with PIL and check it, besides checking that it exists (default on)",
+        help="image datasets: decode every image in full with PIL, in parallel, besides checking that it exists (default on)",
     )  # fmt: skip
+    add_from_config_argument(parser)
 
 
 @command("prepare-csv", doc_of="mscl.data.csv_source")
@@ -297,6 +310,10 @@ def _prepare_csv(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--input-column", required=True, help="column of each sample's text, or with --modality image its image path (relative to the file's folder)")
     parser.add_argument("--labels-column", required=True, help="column of each sample's labels, joined by --separator")
     parser.add_argument("--separator", default=CSV_LABEL_SEPARATOR, help=f"what joins the labels within a cell (default {CSV_LABEL_SEPARATOR!r})")
+    parser.add_argument(
+        "--separator-check", action=argparse.BooleanOptionalAction, default=True,
+        help="refuse a labels column whose cells look joined by another separator (|, comma, /, whitespace, ...) than --separator, which never occurs (default on)",
+    )  # fmt: skip
     split = parser.add_mutually_exclusive_group()
     split.add_argument("--split-column", default=None, help="column naming each row's split: train, val or test (any case; dev, valid, validation mean val)")
     split.add_argument(
@@ -491,7 +508,7 @@ def _collect(parser: argparse.ArgumentParser) -> None:
         nargs="+",
         required=True,
         metavar="ENCODER=ROLE",
-        help=f"paper column of each encoder: {', '.join(REPORT_ROLES)} (chance=reference), in the config's encoder order: where encoders share a role on a dataset, the paper's tables show the paper's model, else the first listed",
+        help=f"role of each encoder: a paper column ({', '.join(PAPER_ROLES)}) or a name of your own (the benchmark alone; chance=reference); where encoders share a role on a dataset, the paper's tables show the paper's model, else the first listed (the workflow lists them by key)",
     )
     parser.add_argument("--train-counts", nargs="*", default=[], metavar="DATASET=STATS_JSON", help="stats.json of datasets that get head/tail bucket metrics")
     parser.add_argument("--dataset-names", nargs="*", default=[], metavar="DATASET=NAME", help="how tables and figures call each dataset (default: its key)")
@@ -628,6 +645,14 @@ def _bench_preprocess(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--chunk-rows", type=int, default=5_000, help="passed to prepare-mimic")
     parser.add_argument("--seed", type=seed, default=0)
     parser.add_argument("--workdir", type=Path, help="scratch folder (default: a temporary one, removed afterwards)")
+
+
+@command("bench images", doc_of="mscl.bench.images")
+def _bench_images(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--images", type=int, default=300, help="JPEGs to write and check (default 300)")
+    parser.add_argument("--size", type=int, nargs=2, default=[640, 480], metavar=("WIDTH", "HEIGHT"), help="their size in pixels (default 640 480, COCO's usual)")
+    parser.add_argument("--workers", type=int, default=None, help="the most decoding threads to time (default: the CPUs this process may use)")
+    parser.add_argument("--seed", type=seed, default=0)
 
 
 @command("bench dag", doc_of="mscl.bench.dag")

@@ -17,8 +17,10 @@ EXIT_STOPPED = 3
 
 # ------------------------------------------------------------------------ preprocessing
 
-# Image parsers: a missing or unreadable image is an error, or is dropped and counted.
+# Image parsers: a missing or undecodable image is an error, or is dropped and counted; by
+# default an error, except for NUS-WIDE, many of whose images are no longer downloadable.
 MISSING_POLICIES = ("error", "drop")
+MISSING_IMAGES_DEFAULTS = {"coco": "error", "voc": "error", "nuswide": "drop"}
 
 MIMIC_LABEL_SPACES = ("train", "union")
 MIMIC_CHUNK_ROWS = 5_000  # notes per chunk: ~10-50 MB of text for MIMIC discharge summaries

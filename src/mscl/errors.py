@@ -20,6 +20,30 @@ class InputError(Exception):
         super().__init__(f"{where}: {problem}. Fix: {fix}")
 
 
+class OptionNames:
+    """How a message names a command's option: as the command line spells it (`--labels-column`)
+    or, for a command the workflow runs from a config block (`--from-config`: the block
+    `sources.shapes`), first as the config key the user wrote: "`sources.shapes.labels_column`
+    (--labels-column)".
+    A negative flag names the key's value: "`sources.shapes.verify_images: false`
+    (--no-verify-images)"."""
+
+    def __init__(self, config_key: str | None = None):
+        self.config_key = config_key
+
+    @classmethod
+    def of_source(cls, source: str | None, from_config: bool) -> "OptionNames":
+        """The names of a preparation's options: `sources.<source>`'s keys when it runs `--from-config`."""
+        return cls(f"sources.{source}" if from_config and source else None)
+
+    def __call__(self, option: str) -> str:
+        if self.config_key is None:
+            return option
+        negated = option.startswith("--no-")
+        key = f"{self.config_key}.{option.removeprefix('--no-' if negated else '--').replace('-', '_')}"
+        return f"`{key}{': false' if negated else ''}` ({option})"
+
+
 def shown(value: str, limit: int) -> str:
     """A cell's value as an error message may quote it: its repr when it is one token (no
     whitespace) of at most `limit` characters, else only its length. Ids, split values, labels

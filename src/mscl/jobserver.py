@@ -11,7 +11,8 @@ same idea as multiprocessing's forkserver with preloaded modules:
   (`SERVER_ENVIRONMENT`) and never touches CUDA, so it holds no thread pool or GPU context a
   fork would copy half of.
 - A job's `python -m mscl pretrain ...` (likewise probe and cache-prefix) finds the socket in
-  `$MSCL_JOB_SERVER`, hands its stdin/stdout/stderr file descriptors, argv, working directory,
+  `$MSCL_JOB_SERVER`, hands its stdin/stdout/stderr file descriptors (and its GPU locks', which
+  the worker then holds too: mscl.train.gpu_locks), argv, working directory,
   environment, umask, CPU affinity and interpreter to the server, and waits. Before each fork
   the server checks that it can vouch for the worker (`fork_hazards`): the same interpreter
   and mscl, the same import-time environment, CUDA not initialised, no thread besides its own
@@ -62,15 +63,16 @@ from mscl import cli
 from mscl.interrupt import GRACE_SECONDS, alive
 from mscl import sockets
 from mscl.sockets import SHORT_TMPDIR
+from mscl.train import gpu_locks
 from mscl.train.launch import RANK_VARIABLES  # torchrun's: ranks are never served (`delegate`)
 from mscl.usage import usage_line
 
 SOCKET_ENV = "MSCL_JOB_SERVER"
 SERVED_COMMANDS = frozenset({"pretrain", "probe", "cache-prefix"})
-# The libraries a training job imports; the worker imports anything else itself. No mscl
-# module beyond the server's own: each job imports the mscl modules it runs (0.09 s for all of
-# them once these are loaded), so that its versions.json names exactly those
-# (mscl.provenance.code_record; a probe does not list the losses, a pretraining no report code).
+# What a training job imports; the worker imports anything else itself. The server notes which
+# mscl modules each preloaded module imports (mscl.provenance.track_imports), so that a job's
+# versions.json still names exactly the mscl modules that job imported (a pretraining lists no
+# probe or report code).
 PRELOAD = (
     "torch",
     "torch._dynamo",  # torch.optim imports it on an optimizer's first use: 1.3 s a job
@@ -85,7 +87,11 @@ PRELOAD = (
     "transformers.modeling_utils",
     "peft",
     "threadpoolctl",
-    "tqdm",
+    "mscl.train.pretrain",
+    "mscl.train.probe",
+    "mscl.train.prefix",
+    "mscl.models.text",
+    "mscl.models.plm_icd",
 )
 # The thread counts a job sets (Snakemake sets all six to the rule's threads). Libraries read
 # them when they are loaded, i.e. in the server, so the server loads them with one thread each
@@ -106,7 +112,7 @@ APPLIED_VARIABLES = frozenset({"PYTHONUNBUFFERED", *THREAD_VARIABLES, *SERVER_EN
 # restarts itself around fork. Any other thread (an OpenMP pool, a Python thread) refuses.
 FORK_SAFE_THREADS = frozenset({"jemalloc_bg_thd"})
 FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-HEADER = struct.Struct("!I")  # request length in bytes, sent with the job's three descriptors
+HEADER = struct.Struct("!I")  # request length in bytes, sent with the job's stdio and GPU lock descriptors
 WORKER_LINE = "mscl job-server worker {pid} (server {server}) runs this job"
 POLL_SECONDS = 1.0  # how often the server checks that its owner is alive
 READY_TIMEOUT_SECONDS = 30.0  # how long the workflow waits for the server's socket
@@ -157,7 +163,9 @@ def delegate(argv: Sequence[str]) -> int | None:
             }
         ).encode()
         try:
-            socket.send_fds(connection, [HEADER.pack(len(request))], [0, 1, 2])
+            # The job's stdio, and the descriptors of its GPU locks: the worker holds them too
+            # (mscl.train.gpu_locks), so that no device is free while it runs.
+            socket.send_fds(connection, [HEADER.pack(len(request))], [0, 1, 2, *gpu_locks.held_descriptors()])
             connection.sendall(request)
         except OSError as error:  # the server went away between connect and send
             say(f"job server {path} dropped the request ({error.strerror or error}); running in this process")
@@ -369,7 +377,7 @@ class Server:
         if pid == 0:
             self._close_in_worker(connection)
             return Job(request, descriptors)
-        for descriptor in descriptors:  # the job's stdio: a copy held here keeps its readers waiting
+        for descriptor in descriptors:  # the job's stdio and GPU locks: a copy held here keeps its readers waiting, its GPUs taken
             os.close(descriptor)
         if pid is None:
             connection.close()
@@ -479,13 +487,14 @@ def serve(path: str, owner_pid: int, run_command: Callable[[list[str]], int], pr
     os.rename(path + ".binding", path)
     listener.setblocking(False)
     started = time.perf_counter()
+    from mscl import provenance
+
+    provenance.track_imports()
     for name in preload:
         importlib.import_module(name)
-    # What each job's versions.json reads of the installed distributions and the locks
-    # (mscl.provenance): read once here, not per job.
-    from mscl.provenance import warm_caches
-
-    warm_caches()
+    # What each job's versions.json reads of the installed distributions and the locks: read
+    # once here, not per job.
+    provenance.warm_caches()
     log(f"preloaded {len(preload)} modules in {time.perf_counter() - started:.1f} s; serving {path}")
     server = Server(listener, path, owner_pid, started_with)
     job = server.run()
@@ -531,8 +540,8 @@ def _send(connection: socket.socket, message: dict) -> None:
 def _read_request(connection: socket.socket) -> tuple[dict, list[int]]:
     connection.setblocking(True)
     connection.settimeout(10.0)  # a job process sends its request at once
-    header, descriptors, _, _ = socket.recv_fds(connection, HEADER.size, 3)
-    if len(header) != HEADER.size or len(descriptors) != 3:
+    header, descriptors, _, _ = socket.recv_fds(connection, HEADER.size, 3 + gpu_locks.MAX_LOCKS)
+    if len(header) != HEADER.size or len(descriptors) < 3:
         for descriptor in descriptors:
             os.close(descriptor)
         raise ValueError("malformed request header")
@@ -582,12 +591,13 @@ def run_worker(job: Job, run_command: Callable[[list[str]], int]) -> int:
 def _become_job_process(job: Job) -> None:
     request = job.request
     _die_with_server()
-    for target, descriptor in enumerate(job.descriptors):
+    for target, descriptor in enumerate(job.descriptors[:3]):
         os.dup2(descriptor, target)
         os.close(descriptor)
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
+    gpu_locks.mark_held(job.descriptors[3:], os.environ)  # kept open until this worker ends
     os.umask(request["umask"])
     os.sched_setaffinity(0, request["affinity"])
     tempfile.tempdir = None  # recomputed from the job's TMPDIR, not the server's cached one
@@ -596,6 +606,9 @@ def _become_job_process(job: Job) -> None:
     sys.stdout = open(1, "w", buffering=1 if unbuffered or os.isatty(1) else -1, closefd=False)
     sys.stderr = open(2, "w", buffering=1, closefd=False)
     sys.argv = [sys.argv[0], *request["argv"]]
+    from mscl.provenance import start_job  # imported by the server already
+
+    start_job()  # from here on, this job's own imports (its versions.json names them)
     _apply_thread_count(int(os.environ["OMP_NUM_THREADS"]))
     print(WORKER_LINE.format(pid=os.getpid(), server=os.getppid()), file=sys.stderr)
 

@@ -125,13 +125,18 @@ DEMO_KINDS: dict[str, tuple[str, str, int]] = {
     "mimic4": ("mscl.demo.mimic", "make_mimic4", 400),
 }
 
-# Paper columns an encoder is reported under (`collect --roles ENCODER=ROLE`, the config's
-# `encoders.<name>.role`). `mlp` is the claim check's tabular encoder (docs/claim-check.md),
-# not a paper column.
-ENCODER_ROLES = ("resnet", "roberta", "llama", "plm_icd", "mlp")
-# The label prior (`python -m mscl chance`) has no encoder: `collect` files it under this role.
+# An encoder's role (the config's `encoders.<name>.role`, `collect --roles ENCODER=ROLE`) is any
+# name of this form. One of the paper's encoder columns puts the encoder in that column of the
+# paper's tables and figures; any other role (`mlp`, the claim check's tabular encoder, or one of
+# one's own) puts it in the benchmark table alone (mscl.report.benchmark), under no paper table.
+ROLE_PATTERN = r"^[A-Za-z][A-Za-z0-9_-]*$"
+PAPER_ROLES = ("resnet", "roberta", "llama", "plm_icd")
+# The roles the package itself uses: the paper's, and the claim check's tabular encoder's.
+ENCODER_ROLES = (*PAPER_ROLES, "mlp")
+# The label prior (`python -m mscl chance`) has no encoder: `collect` files it under this role,
+# which no encoder may take.
 REFERENCE_ROLE = "reference"
-# Every role `collect --roles` accepts: the encoders' roles and the label prior's (chance=reference).
+# The roles the package names (`collect --roles` takes any other of ROLE_PATTERN's form too).
 REPORT_ROLES = (*ENCODER_ROLES, REFERENCE_ROLE)
 # The label prior's method and encoder key: its run is run_name(dataset, CHANCE, CHANCE, 0, 0),
 # a probe-format folder that `collect` reads like any other run.

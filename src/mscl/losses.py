@@ -41,7 +41,7 @@ from torch import Tensor, nn
 from mscl import registry
 from mscl.train.settings import DEFAULT_TEMPERATURE, RUN_LOSS_OPTIONS, LossSpec
 
-SIMDISSIM_FORMS = ("weighted", "literal")
+SIMDISSIM_FORMS = registry.LOSS_OPTION_CHOICES[("simdissim", "form")]
 
 
 @dataclass(frozen=True)
@@ -584,21 +584,25 @@ def _prototype_loss(cls: type, temperature: float, num_labels: int | None = None
 
 # How each built-in loss is built: name -> (builder taking temperature and the options, the
 # options it takes besides temperature). Its names are mscl.registry.BUILTIN_LOSSES' (a test
-# keeps them equal), which also holds their display names; a plugin's losses are built by the
-# factory it registered.
-LOSSES: dict[str, tuple[Callable[..., nn.Module], frozenset[str]]] = {
-    "all": (functools.partial(_pair_loss, "all"), frozenset()),
-    "any": (functools.partial(_pair_loss, "any"), frozenset()),
-    "mulsupcon": (MulSupConLoss, frozenset()),
-    "jaccard": (functools.partial(_pair_loss, "jaccard"), frozenset()),
-    "sim": (functools.partial(_pair_loss, "sim"), frozenset()),
-    "dissim": (functools.partial(_pair_loss, "dissim"), frozenset()),
-    "simdissim": (functools.partial(_pair_loss, "simdissim"), frozenset({"form"})),
+# keeps them equal), which also holds their display names and declares their options
+# (registry.BUILTIN_LOSS_OPTIONS: the workflow reads them there without importing torch); a
+# plugin's losses are built by the factory it registered.
+_BUILDERS: dict[str, Callable[..., nn.Module]] = {
+    "all": functools.partial(_pair_loss, "all"),
+    "any": functools.partial(_pair_loss, "any"),
+    "mulsupcon": MulSupConLoss,
+    "jaccard": functools.partial(_pair_loss, "jaccard"),
+    "sim": functools.partial(_pair_loss, "sim"),
+    "dissim": functools.partial(_pair_loss, "dissim"),
+    "simdissim": functools.partial(_pair_loss, "simdissim"),
     # The paper's Eq. 12 exactly as printed (simdissim with form="literal"): its own method name,
     # so that the claim check runs it beside ANY, whose gradients it has (README, docs/losses.md).
-    "eq12": (functools.partial(_pair_loss, "simdissim", form="literal"), frozenset()),
-    "proto": (functools.partial(_prototype_loss, ClassPrototypeLoss), frozenset({"num_labels", "dim"})),
-    "msc": (functools.partial(_prototype_loss, MSCLoss), frozenset({"num_labels", "dim", "alpha", "beta"})),
+    "eq12": functools.partial(_pair_loss, "simdissim", form="literal"),
+    "proto": functools.partial(_prototype_loss, ClassPrototypeLoss),
+    "msc": functools.partial(_prototype_loss, MSCLoss),
+}
+LOSSES: dict[str, tuple[Callable[..., nn.Module], frozenset[str]]] = {
+    name: (build, registry.loss_options(name)) for name, build in _BUILDERS.items()
 }
 LOSS_NAMES = tuple(LOSSES)
 PROTOTYPE_LOSSES = ("proto", "msc")

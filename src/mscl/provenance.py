@@ -3,8 +3,8 @@ source files that ran, and the plugins with their own helpers (docs/reproducibil
 
 Every training job (pretrain, the untrained references' initial encoder, probe, cache-prefix,
 chance) writes `provenance()` into its versions.json when it ends, so that the record names the
-modules it actually ran: a pretraining never lists report code, and a probe never lists the
-losses. `python -m mscl stale` (mscl.stale) compares these records with today's files.
+mscl modules the job imported (a pretraining lists no report code), also when the job server
+ran it. `python -m mscl stale` (mscl.stale) compares these records with today's files.
 
 The locks are `requirements.lock.txt` (the pipeline) and `requirements-dev.lock.txt` (the tools
 only tests and CI need), written by `make lock` with uv from pyproject.toml: one entry per
@@ -21,9 +21,13 @@ workflow (plugins' helper modules) while it parses.
 from __future__ import annotations
 
 import ast
+import builtins
 import functools
 import hashlib
 import importlib.metadata
+import importlib.util
+import os
+import shlex
 import subprocess
 import sys
 import tomllib
@@ -299,10 +303,88 @@ def module_files(modules: Mapping[str, object], inside: Path) -> list[Path]:
     return sorted(files)
 
 
+# ---- which mscl modules a served job imported
+#
+# A job in its own process has imported exactly the modules its code named: sys.modules. A job
+# served by the job server (mscl.jobserver) starts as a fork of a server that preloaded the
+# training modules of every command, so there sys.modules says nothing about this job. The
+# server therefore notes, while it preloads, which mscl modules each module's import statements
+# named (`track_imports`: builtins.__import__ wrapped, the documented hook), and each worker
+# notes what its own statements name from the fork on (`start_job`). The job's modules are then
+# the closure, over the preload's edges, of: the server's own modules (every job process has
+# them: mscl.__main__ imports them), the modules running when the record is taken (the command's
+# own), those the job's statements named, and those it loaded itself. That is what a job in its
+# own process would have imported, at no cost per job but a set lookup per import statement.
+_ORIGINAL_IMPORT = builtins.__import__
+_EDGES: dict[str, set[str]] = {}  # importer -> the mscl modules its statements named (preload)
+_JOB_IMPORTS: set[str] | None = None  # in a served job: what its statements named since the fork
+_SERVER_MODULES: frozenset[str] = frozenset()  # mscl modules loaded before the preload
+_AT_FORK: frozenset[str] = frozenset()  # mscl modules loaded when the job's worker was forked
+
+
+def _mscl_names(module: str, fromlist: Sequence[str]) -> set[str]:
+    """`module`, its parent packages and the submodules among `fromlist`, if mscl's."""
+    if module != OWN_DISTRIBUTION and not module.startswith(OWN_DISTRIBUTION + "."):
+        return set()
+    parts = module.split(".")
+    names = {".".join(parts[: index + 1]) for index in range(len(parts))}
+    return names | {f"{module}.{item}" for item in fromlist or () if f"{module}.{item}" in sys.modules}
+
+
+def _tracking_import(name, globals=None, locals=None, fromlist=(), level=0):  # noqa: A002 - __import__'s own signature
+    imported = _ORIGINAL_IMPORT(name, globals, locals, fromlist, level)
+    if level and globals:  # a relative import: resolve it against the importer's package
+        name = importlib.util.resolve_name("." * level + name, globals.get("__package__") or "")
+    named = _mscl_names(name, fromlist)
+    if named:
+        if _JOB_IMPORTS is not None:
+            _JOB_IMPORTS.update(named)
+        else:
+            _EDGES.setdefault((globals or {}).get("__name__", ""), set()).update(named)
+    return imported
+
+
+def track_imports() -> None:
+    """Note, from now on, the mscl modules every import statement names, by importer (the job
+    server, before it preloads)."""
+    global _SERVER_MODULES
+    _SERVER_MODULES = frozenset(_loaded_mscl_modules())
+    builtins.__import__ = _tracking_import
+
+
+def start_job() -> None:
+    """In a served job's worker, just forked: note what this job's statements import."""
+    global _JOB_IMPORTS, _AT_FORK
+    _JOB_IMPORTS, _AT_FORK = set(), frozenset(_loaded_mscl_modules())
+
+
+def _loaded_mscl_modules() -> set[str]:
+    return {name for name in list(sys.modules) if _mscl_names(name, ())}
+
+
+def job_modules() -> dict[str, object]:
+    """The modules this job imported (see above): sys.modules, or for a served job the closure."""
+    if _JOB_IMPORTS is None:
+        return dict(sys.modules)
+    running = set()
+    frame = sys._getframe()
+    while frame is not None:
+        running.add(frame.f_globals.get("__name__", ""))
+        frame = frame.f_back
+    todo = [*_SERVER_MODULES, *running, *_JOB_IMPORTS, *(_loaded_mscl_modules() - _AT_FORK)]
+    reached: set[str] = set()
+    while todo:
+        name = todo.pop()
+        if name not in reached:
+            reached.add(name)
+            todo.extend(_EDGES.get(name, ()))
+    return {name: sys.modules[name] for name in reached if name in sys.modules}
+
+
 def code_record(modules: Mapping[str, object] | None = None) -> dict[str, object]:
-    """The mscl source files among `modules` (default: every module this process imported),
-    each with its sha256, and one hash over all of them."""
-    files = module_files(sys.modules if modules is None else modules, PACKAGE_DIR)
+    """The mscl source files among `modules` (default: the modules this job imported,
+    `job_modules`), each with its sha256, and one hash over all of them."""
+    files = module_files(job_modules() if modules is None else modules, PACKAGE_DIR)
     hashes = {path.relative_to(SOURCE_ROOT).as_posix(): file_sha256(path) for path in files}
     return {"sha256": combined_sha256(hashes), "files": hashes}
 
@@ -388,6 +470,10 @@ def provenance(plugins: Iterable[tuple[str, Path, Path]] = ()) -> dict[str, obje
     """What versions.json records of the software when a job ends; `plugins`: (reference, file,
     folder) of each plugin the job loaded (mscl.plugins.loaded_plugins)."""
     return {
+        # How to run it again: the command (the workflow's rule ran it through `mscl launch`) and
+        # the folder it ran in, which its relative paths are relative to.
+        "command": shlex.join(["python", "-m", "mscl", *sys.argv[1:]]),
+        "working_directory": os.getcwd(),
         "python": sys.version.split()[0],
         "mscl_commit": source_commit(),
         "code": code_record(),

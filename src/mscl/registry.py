@@ -45,6 +45,18 @@ BUILTIN_LOSSES = {
     "dissim": "Dissim only",
     "eq12": "Eq. 12 as printed",
 }
+# The options each built-in loss takes from `training.loss_options.<name>` besides the
+# temperature (mscl.losses.LOSSES builds with them; a test keeps both equal), declared here so
+# that the workflow checks a config's options while it parses, without importing torch.
+# `num_labels` and `dim` are filled in by the run (mscl.train.settings.RUN_LOSS_OPTIONS).
+BUILTIN_LOSS_OPTIONS = {
+    "simdissim": ("form",),
+    "proto": ("num_labels", "dim"),
+    "msc": ("num_labels", "dim", "alpha", "beta"),
+}
+# Options whose values are a fixed choice: Sim-Dissim's `form` (mscl.losses.PairLoss: the weight
+# multiplies log p, or sits inside the log as Eq. 12 prints it).
+LOSS_OPTION_CHOICES = {("simdissim", "form"): ("weighted", "literal")}
 # Reference methods that run through the same jobs as the losses (mscl.train.spec.BASELINES),
 # and the label prior (`chance`, its own rule), with their display names.
 REFERENCE_METHODS = {
@@ -201,6 +213,17 @@ def method_display(name: str) -> str:
 
 def plugin_loss(name: str) -> PluginLoss | None:
     return _PLUGIN_LOSSES.get(name)
+
+
+def loss_options(name: str) -> frozenset[str] | None:
+    """The options loss `name` declares (a built-in loss's BUILTIN_LOSS_OPTIONS, a registered
+    loss's `options`; none for a pair loss or a reference method), read without building it;
+    None for a name nothing defines."""
+    if name in BUILTIN_LOSSES:
+        return frozenset(BUILTIN_LOSS_OPTIONS.get(name, ()))
+    if name in _PLUGIN_LOSSES:
+        return _PLUGIN_LOSSES[name].options
+    return frozenset() if name in REFERENCE_METHODS else None
 
 
 def encoder_kinds() -> tuple[str, ...]:

@@ -285,19 +285,20 @@ def rerun_command(configfiles: Sequence[str], outputs: Sequence[Path]) -> str:
     return shlex.join(words)
 
 
-def report(runs: Sequence[Run], jobs: Sequence[Job], configfiles: Sequence[str], out=sys.stdout) -> int:
+def report(runs: Sequence[Run], jobs: Sequence[Job], configfiles: Sequence[str]) -> int:
+    """Print the stale runs, the count and the rerun command; the exit status."""
     stale_runs = [run for run in runs if any(job.stale for job in run.jobs)]
     for run in stale_runs:
-        print(f"{run.folder}: " + "; ".join(f"{job.label}: {why(job)}" for job in run.jobs if job.stale), file=out)
+        print(f"{run.folder}: " + "; ".join(f"{job.label}: {why(job)}" for job in run.jobs if job.stale))
     cosmetic = sorted({name for job in jobs for name in job.cosmetic})
     if cosmetic:
-        print(named_files(cosmetic, "changed in comments, docstrings or layout only (not counted)"), file=out)
-    print(f"{len(stale_runs)} of {len(runs)} runs stale", file=out)
+        print(named_files(cosmetic, "changed in comments, docstrings or layout only (not counted)"))
+    print(f"{len(stale_runs)} of {len(runs)} runs stale")
     # The jobs stale by themselves and reading nothing stale: what reads them reruns after them.
     roots = [job.output for job in jobs if job.reasons and not job.stale_upstream]
     if roots:
-        print("Rerun them (what reads these outputs reruns after them):", file=out)
-        print("  " + rerun_command(configfiles, roots), file=out)
+        print("Rerun them (what reads these outputs reruns after them):")
+        print("  " + rerun_command(configfiles, roots))
     return 1 if stale_runs else 0
 
 

@@ -14,6 +14,8 @@ from snakemake.logging import logger
 # the checkout's own src/ (standard library only), whatever environment runs Snakemake.
 sys.path.insert(0, os.path.join(REPO_ROOT, "src"))
 from mscl import registry
+from mscl.config_checks import config_problems, problems_message
+from mscl.defaults import MISSING_IMAGES_DEFAULTS
 from mscl.data.sources import LAYOUTS, SPLIT_LIST_FILES, source_problem, split_folder_problem
 from mscl.interrupt import stop_jobs_on_sigint, tie_jobs_to_this_process
 from mscl.jobserver import run_jobs_from, start_for_workflow
@@ -21,7 +23,6 @@ from mscl.layout import (
     CHANCE,
     CLAIM_DATA_FILES,
     CLAIM_FIGURE_NAMES,
-    DATASET_FAMILIES,
     DEMO_KINDS,
     FIGURE_NAMES,
     LOSS_CURVES_FIGURE,
@@ -38,9 +39,10 @@ from mscl.layout import (
     tuning_dir,
 )
 from mscl.plugins import plugins_of_run
+from mscl.report.names import REPORT_GROUPS
 from mscl.tuning import UNTRAINED_METHODS, family_of, grid_settings
-from mscl.train.launch import export_curves, export_ddp_timeout, export_encoder_gpus, share_local_gpus
-from mscl.train.settings import settings_problem
+from mscl.train.gpu_pool import limit_gpu_jobs, plan_local_gpus, share_local_gpus
+from mscl.train.launch import export_curves, export_ddp_timeout, export_encoder_gpus
 
 # The jobs and the job server run the same code as this Snakefile (mscl.jobserver.run_jobs_from).
 run_jobs_from(os.path.join(REPO_ROOT, "src"))
@@ -66,12 +68,7 @@ onstart:
     )
     # Each local training job holds its own GPUs of this machine (mscl.train.launch); on a
     # cluster the scheduler assigns them.
-    share_local_gpus(
-        config["local_gpus"]["devices"],
-        config["local_gpus"]["jobs_per_device"],
-        local=workflow.local_exec,
-        report=logger.info,
-    )
+    share_local_gpus(LOCAL_GPUS, report=logger.info)
 
 
 RAW = config["paths"]["raw"]
@@ -101,106 +98,36 @@ def config_files():
 
 # Every name the config may use comes from one list: dataset settings from mscl.layout (plus
 # the config's own sources), losses, reference methods and encoder kinds from mscl.registry
-# (plus what the config's plugins registered). check_names refuses an unknown one before any job.
+# (plus what the config's plugins registered). mscl.config_checks refuses an unknown name, and
+# every other mistake of the config's cross-references, while the Snakefile is parsed: before
+# any job, in a dry run too.
 with open(os.path.join(REPO_ROOT, "workflow/schemas/config.schema.yaml")) as handle:
     _SCHEMA = yaml.safe_load(handle)["properties"]
 # A `sources` key the schema does not list is a dataset of the user's own (kind csv or manifest).
 OWN_SOURCES = {name: block for name, block in config["sources"].items() if name not in _SCHEMA["sources"]["properties"]}
-KNOWN_DATASETS = [*DATASET_FAMILIES, *OWN_SOURCES]
 KNOWN_METHODS = registry.method_names()
 
-
-def check_names():
-    """Every dataset, loss and encoder kind the config names exists: a WorkflowError listing the
-    known names and saying where to add one, before any job runs."""
-    clashes = sorted(set(OWN_SOURCES) & set(DATASET_FAMILIES))
-    if clashes:
-        raise WorkflowError(
-            f"config sources.{clashes[0]} is a source of your own named like the built-in dataset setting "
-            f"{clashes[0]!r}. Fix: give it another name, in {config_files()}"
-        )
-    for dataset in config["datasets"]:
-        if dataset not in KNOWN_DATASETS:
-            raise WorkflowError(
-                f"config `datasets` names {dataset!r}, which is neither a built-in dataset setting nor a source of "
-                f"your own. Known: {', '.join(KNOWN_DATASETS)}. Fix: correct the name, or add a dataset of your own "
-                f"as `sources.{dataset}: {{kind: csv, path: ..., input_column: ..., labels_column: ...}}` "
-                f"(docs/extending.md), in {config_files()}"
-            )
-    for name, encoder in config["encoders"].items():
-        kind = encoder["spec"]["kind"]
-        if kind not in registry.encoder_kinds():
-            where = f"config encoders.{name}.spec.kind (in {config_files()})"
-            raise WorkflowError(registry.unknown_name_message("encoder kind", kind, registry.encoder_kinds(), where))
-    for block_name, block in config["experiments"].items():
-        for loss in block["losses"]:
-            if loss not in KNOWN_METHODS:
-                where = f"config experiments.{block_name}.losses (in {config_files()})"
-                raise WorkflowError(registry.unknown_name_message("loss", loss, KNOWN_METHODS, where))
-    for dataset in config["report"]["display"]:
-        if dataset not in KNOWN_DATASETS:
-            raise WorkflowError(
-                f"config report.display names {dataset!r}, which is neither a built-in dataset setting nor a source "
-                f"of your own. Known: {', '.join(KNOWN_DATASETS)}. Fix: correct the name, in {config_files()}"
-            )
-
-
-check_names()
+_PROBLEMS = config_problems(config, OWN_SOURCES)
+if _PROBLEMS:
+    raise WorkflowError(problems_message(_PROBLEMS, config_files()))
 
 
 def experiment_runs():
     """Every (dataset, encoder, loss, batch, seed) the experiment blocks name, once each."""
     runs = set()
-    for block_name, block in config["experiments"].items():
-        for dataset in block["datasets"]:
-            if dataset not in KNOWN_DATASETS:
-                raise ValueError(
-                    f"config experiments.{block_name}.datasets names {dataset!r}, which is not a dataset "
-                    f"setting of this pipeline. Fix: use one of {KNOWN_DATASETS}, or add a source of your own "
-                    f"(docs/extending.md), in {config_files()}"
-                )
-            if dataset not in config["datasets"]:
-                raise ValueError(
-                    f"config experiments.{block_name}.datasets names {dataset!r}, which is not in "
-                    f"`datasets` {config['datasets']}. Fix: add it to `datasets` or remove it from the "
-                    f"block, in {config_files()}"
-                )
-        for encoder in block["encoders"]:
-            if encoder not in config["encoders"]:
-                raise ValueError(
-                    f"config experiments.{block_name}.encoders names {encoder!r}, which is not a key of "
-                    f"`encoders` {sorted(config['encoders'])}. Fix: define it under `encoders` or fix the "
-                    f"name, in {config_files()}"
-                )
-        for combination in itertools.product(
-            block["datasets"],
-            block["encoders"],
-            block["losses"],
-            block["batch_sizes"],
-            block.get("seeds", config["seeds"]),
-        ):
-            runs.add(combination)
+    for block in config["experiments"].values():
+        runs.update(
+            itertools.product(
+                block["datasets"],
+                block["encoders"],
+                block["losses"],
+                block["batch_sizes"],
+                block.get("seeds", config["seeds"]),
+            )
+        )
     return sorted(runs)
 
 
-def check_training_settings():
-    """training.pretrain/probe and every encoder's overrides hold valid run-spec settings
-    (mscl.train.settings): a wrong key or type stops the run while it is parsed, not in every job."""
-    blocks = [(f"training.{phase}", phase, config["training"][phase]) for phase in ("pretrain", "probe")]
-    blocks += [
-        (f"encoders.{name}.{phase}", phase, encoder[phase])
-        for name, encoder in config["encoders"].items()
-        for phase in ("pretrain", "probe")
-    ]
-    for key, phase, block in blocks:
-        problem = settings_problem(phase, block, key)
-        if problem:
-            raise WorkflowError(
-                f"invalid config key `{key}` in {config_files()}: {problem}. Fix: correct it there (docs/training.md lists every key)"
-            )
-
-
-check_training_settings()
 RUNS = experiment_runs()
 # One run's place (mscl.layout.RUN_NAME), shared by its folder, its jobs' logs and benchmarks
 # (run_log, run_benchmark) and the lists of every run's files (every_run).
@@ -220,42 +147,20 @@ SELECTION = f"{RESULTS}/tuning/{{dataset}}/{{encoder}}/{{loss}}/bs{{batch}}/sele
 
 
 def encoder_grid(encoder, loss):
-    """{setting name: pretrain values} of the encoder's grid for the method's tuning family."""
-    family = family_of(loss)
-    grid = config["encoders"][encoder].get("tune", {}).get(family)
-    if not grid:
-        raise ValueError(
-            f"config encoders.{encoder}.tune.{family} is missing, but a block with `tune: true` runs {loss!r} on "
-            f"{encoder!r}. Fix: give encoders.{encoder}.tune.{family} as pretrain keys with candidate values, e.g. "
-            f"{{temperature: [0.05, 0.1, 0.2], lr: [0.0003, 0.001]}}, in {config_files()}"
-        )
-    return grid_settings(grid)
-
-
-def tuned_encoder(block_name, block, encoder):
-    """The encoder whose selection a tuned run of `encoder` takes: the block's `tune_encoder`,
-    which must be the same architecture (a setting chosen for one network says nothing about
-    another), or the run's own."""
-    source = block.get("tune_encoder", encoder)
-    if source not in config["encoders"]:
-        raise ValueError(
-            f"config experiments.{block_name}.tune_encoder names {source!r}, which is not a key of `encoders` "
-            f"{sorted(config['encoders'])}. Fix: name the encoder whose tuning selection the block reuses, in {config_files()}"
-        )
-    if config["encoders"][source]["spec"] != config["encoders"][encoder]["spec"]:
-        raise ValueError(
-            f"config experiments.{block_name}.tune_encoder {source!r} has another `spec` than {encoder!r}, so its chosen "
-            f"settings do not carry over. Fix: give both encoders the same spec (they may differ in `pretrain`), or drop "
-            f"`tune_encoder`, in {config_files()}"
-        )
-    return source
+    """{setting name: pretrain values} of the encoder's grid for the method's tuning family
+    (mscl.config_checks has checked that it is there)."""
+    return grid_settings(config["encoders"][encoder]["tune"][family_of(loss)])
 
 
 def tuning_plan():
-    """({tuned test run: the (dataset, encoder, method, batch) whose selection it takes}, tuning runs)."""
-    selection_of, tuning_runs, untuned = {}, set(), set()
+    """({tuned test run: the (dataset, encoder, method, batch) whose selection it takes}, tuning
+    runs). A block's `tune_batch_size` and `tune_encoder` (an encoder of the same spec, checked
+    by mscl.config_checks) name the selection its runs take; default their own."""
+    selection_of, tuning_runs = {}, set()
     tuning_seeds = set(config["tuning"]["seeds"])
-    for block_name, block in config["experiments"].items():
+    for block in config["experiments"].values():
+        if not block.get("tune"):
+            continue
         combinations = itertools.product(
             block["datasets"],
             block["encoders"],
@@ -264,26 +169,14 @@ def tuning_plan():
             block.get("seeds", config["seeds"]),
         )
         for dataset, encoder, loss, batch, seed in combinations:
-            if not block.get("tune") or loss in UNTRAINED_METHODS:
-                untuned.add((dataset, encoder, loss, batch, seed))
+            if loss in UNTRAINED_METHODS:
                 continue
-            if seed in tuning_seeds:
-                raise ValueError(
-                    f"config experiments.{block_name} tests seed {seed}, which is also a tuning seed {sorted(tuning_seeds)}. "
-                    f"Fix: make `tuning.seeds` and the test seeds disjoint (test seeds must be fresh), in {config_files()}"
-                )
             source = config["tuning"]["reuse"].get(loss, loss)
             tune_batch = block.get("tune_batch_size", batch)
-            tune_encoder = tuned_encoder(block_name, block, encoder)
+            tune_encoder = block.get("tune_encoder", encoder)
             selection_of[(dataset, encoder, loss, batch, seed)] = (dataset, tune_encoder, source, tune_batch)
             for setting in encoder_grid(tune_encoder, source):
                 tuning_runs.update((dataset, tune_encoder, source, tune_batch, setting, s) for s in tuning_seeds)
-    both = sorted(set(selection_of) & untuned)
-    if both:
-        raise ValueError(
-            f"config: run {both[0]} is named by a block with `tune: true` and by one without. Fix: tune it in every "
-            f"block that names it, or in none, in {config_files()}"
-        )
     return selection_of, sorted(tuning_runs)
 
 
@@ -374,7 +267,8 @@ def folder_of(name):
 
 def prepare_options(source):
     """Options of `python -m mscl prepare-<source>` beyond --root, --out and --seed, from the
-    source's config block (the schema documents each key)."""
+    source's config block (the schema documents each key). `missing_images` is passed only
+    where it is not the parser's own default, so that a config without it plans the same jobs."""
     settings = config["sources"][source]
     options = []
     if source == "voc":
@@ -383,6 +277,8 @@ def prepare_options(source):
         options.append(f"--policy {settings['policy']}")
     if not settings.get("verify_images", True):
         options.append("--no-verify-images")
+    if settings.get("missing_images", MISSING_IMAGES_DEFAULTS.get(source)) != MISSING_IMAGES_DEFAULTS.get(source):
+        options.append(f"--missing-images {settings['missing_images']}")
     return " ".join(options)
 
 
@@ -436,7 +332,7 @@ def source_input(fixed_source, manifest_dataset):
 
 def own_families_option():
     """`--families NAME=FAMILY ...` of the datasets of one's own ('' when there are none)."""
-    families = [f"{name}={family}" for name, family in OWN_FAMILIES.items() if family]
+    families = [f"{name}={family}" for name, family in sorted(OWN_FAMILIES.items()) if family]
     return " ".join(["--families", *families]) if families else ""
 
 
@@ -471,6 +367,8 @@ def own_source_command(wildcards):
         options.append("--no-verify-images")
     if block["kind"] == "manifest":
         return " ".join(["prepare-manifest", f"--root {shlex.quote(block['root'])}", *options[:1], *options[2:]])
+    if block.get("separator_check") is False:
+        options.append("--no-separator-check")
     options += [f"--path {shlex.quote(block['path'])}", f"--input-column {shlex.quote(block['input_column'])}"]
     options.append(f"--labels-column {shlex.quote(block['labels_column'])}")
     for key in ("separator", "split_column", "id_column", "delimiter", "modality"):
@@ -655,6 +553,18 @@ export_encoder_gpus(config["encoders"])
 export_ddp_timeout(config["distributed"]["timeout_s"])
 export_curves(config["tensorboard"]["enabled"], config["tensorboard"]["points_per_epoch"])
 
+# This machine's GPU pool for a local run (mscl.train.gpu_pool), found once: Snakemake's `gpu`
+# resource is its size (unless `--resources gpu=N` says otherwise), so the scheduler starts no
+# more GPU jobs than the pool holds. GPUs that cannot be listed stop the run before any job.
+# The executor is not known while the workflow parses; a cluster run is one with remote nodes
+# (`--jobs N`, which Snakemake requires of a cluster executor: the SLURM profiles' `jobs`).
+LOCAL_GPUS = plan_local_gpus(
+    config["local_gpus"]["devices"], config["local_gpus"]["jobs_per_device"], local=workflow.nodes is None
+)
+limit_gpu_jobs(workflow.global_resources, LOCAL_GPUS, report=logger.info)
+if LOCAL_GPUS.problem:
+    config_problem(LOCAL_GPUS.problem)
+
 
 def uses_prefix_cache(name):
     """A top-layer hf or plm_icd encoder (`trainable_layers`): its frozen prefix is cached per dataset."""
@@ -717,27 +627,9 @@ def run_benchmarks(stage):
     return every_run(run_benchmark(stage))
 
 
-# The table/figure group whose configured batch size selects the runs shown; artifacts that
-# mix groups (ablation, paper_vs_run) take, per dataset and encoder, the batch size most runs
-# share, and the batch-size figure shows every batch size.
-REPORT_GROUP = {
-    "image": "image",
-    "aapd": "aapd",
-    "mimic_full": "mimic",
-    "mimic_50": "mimic",
-    "sota": "mimic",
-    "improvement": "image",
-    "std": "image",
-    "frequency_buckets": "image",
-    "text_encoders": "aapd",
-    "mimic_dotplot": "mimic",
-    "mimic_heatstrip": "mimic",
-}
-
-
 def report_batch_size(name):
     """The configured batch size of a table or figure's group; None for those that mix groups."""
-    group = REPORT_GROUP.get(name)
+    group = REPORT_GROUPS.get(name)
     return config["report"]["batch_size"][group] if group else None
 
 

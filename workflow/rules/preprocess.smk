@@ -33,9 +33,10 @@ for _source in ("coco", "voc", "nuswide", "aapd"):
             # A param, not an f-string in `shell:`: Snakemake evaluates the shell string again
             # when the job runs, when `_source` holds the loop's last value.
             command=f"prepare-{_source}",
+        # --from-config: messages name the `sources.<source>` keys (no param: it changes no output).
         shell:
             "python -m mscl {params.command} --root {params.root} --out {params.out} --seed {params.seed} "
-            "{params.options} > {log} 2>&1"
+            "{params.options} --from-config > {log} 2>&1"
 
 
 # Datasets of one's own: a `sources` entry of kind csv (one CSV/TSV file) or manifest (a folder
@@ -57,7 +58,7 @@ rule prepare_own_dataset:
         out=folder_of("output"),
         command=own_source_command,
     shell:
-        "python -m mscl {params.command} --out {params.out} > {log} 2>&1"
+        "python -m mscl {params.command} --out {params.out} --from-config > {log} 2>&1"
 
 
 rule mimic_split_lists:
@@ -145,7 +146,7 @@ rule prepare_debtags:
     params:
         out=folder_of("output"),
         seed=config["seed"],
-        source=config["sources"]["debtags"],
+        source=dict(sorted(config["sources"]["debtags"].items())),  # sorted: reordered keys rerun nothing
     shell:
         "python -m mscl prepare-debtags --lists {params.source[lists]} --out {params.out} --seed {params.seed} "
         "--min-count {params.source[min_count]} --exclude-facets '{params.source[exclude_facets]}' "
@@ -191,7 +192,7 @@ rule prepare_fashion_mnist:
     params:
         out=folder_of("output"),
         seed=config["seed"],
-        source=config["sources"]["fashion_mnist"],
+        source=dict(sorted(config["sources"]["fashion_mnist"].items())),  # sorted: reordered keys rerun nothing
     shell:
         "python -m mscl prepare-fashion-mnist --root {params.source[root]} --out {params.out} --seed {params.seed} "
         "--train-canvases {params.source[train_canvases]} --test-canvases {params.source[test_canvases]} "

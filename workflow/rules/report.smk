@@ -25,9 +25,7 @@ rule collect_runs:
     conda:
         CONDA_ENV
     params:
-        roles="--roles "
-        + " ".join(f"{name}={encoder['role']}" for name, encoder in config["encoders"].items())
-        + (f" {CHANCE_ROLE}" if chance_outputs("metrics.json") else ""),
+        roles=roles_option(RUNS, ENCODER_ROLE_OF) + (f" {CHANCE_ROLE}" if chance_outputs("metrics.json") else ""),
         counts=lambda wildcards, input: "--train-counts "
         + " ".join(f"{os.path.basename(os.path.dirname(path))}={path}" for path in input.stats),
         names=collect_options(

@@ -1,5 +1,5 @@
 # Aggregation: tables regenerated from the run's own outputs (mscl.data.stats_table, ...).
-from mscl.report.names import collect_options, ran_line, workflow_names
+from mscl.report.names import collect_options, ran_line, roles_option, workflow_names
 
 # How tables and figures call each dataset and encoder, and which are the paper's own data and
 # models (mscl.report.names); report.smk hands both to `collect` and names what ran in the

@@ -15,6 +15,7 @@ BENCHMARKS = {
     "scale": "mscl.bench.scale",
     "loader": "mscl.bench.loader",
     "gpu": "mscl.bench.gpu",
+    "images": "mscl.bench.images",
     "curves": "mscl.bench.curves",
 }
 USAGE = f"usage: python -m mscl bench {{{','.join(BENCHMARKS)}}} [options]"

@@ -22,7 +22,7 @@ from mscl import cli
 from mscl.defaults import AAPD_FRACTIONS as DEFAULT_FRACTIONS
 from mscl.data.manifest import SPLITS, provenance, write_dataset
 from mscl.data.splitting import check_fractions, fractional_split
-from mscl.errors import InputError
+from mscl.errors import InputError, OptionNames
 
 FORMAT = "AAPD text_*/label_* line files"
 FIX_DOWNLOAD = "unpack the AAPD release (text_train, label_train, ... text_test, label_test) under --root"
@@ -104,12 +104,13 @@ def prepare(
     seed: int,
     policy: str = "resplit",
     fractions: Sequence[float] = DEFAULT_FRACTIONS,
+    names: OptionNames = OptionNames(),
 ) -> dict[str, Any]:
     """Parse the AAPD files under `root` and write the manifest to `out`; return its stats."""
     fractions = check_fractions(fractions)
     root = Path(root)
     if not root.is_dir():
-        raise InputError(root, "AAPD root folder not found", "pass --root pointing at the folder holding text_train, label_train, ...")
+        raise InputError(root, "AAPD root folder not found", f"set {names('--root')} to the folder holding text_train, label_train, ...")
     pooled = pd.concat([read_source_split(root, split) for split in SPLITS], ignore_index=True)
     width = id_width(len(pooled))
     pooled.insert(0, "id", [f"aapd-{i:0{width}d}" for i in range(len(pooled))])
@@ -140,6 +141,6 @@ def prepare(
 def main(argv: Sequence[str] | None = None) -> int:
     """CLI: `python -m mscl prepare-aapd --root DIR --out DIR [--seed N] [--policy P] [--fractions T V S]`."""
     args = cli.parse_args("prepare-aapd", argv)
-    stats = prepare(args.root, args.out, args.seed, args.policy, args.fractions)
+    stats = prepare(args.root, args.out, args.seed, args.policy, args.fractions, OptionNames.of_source("aapd", args.from_config))
     print(f"prepare-aapd: wrote {args.out} counts={stats['counts']} labels={stats['num_labels']} dropped={stats['dropped']}")
     return 0

@@ -27,8 +27,8 @@ from mscl import cli
 from mscl.data.images import image_checks, keep_screened, require_path
 from mscl.data.manifest import provenance, write_dataset
 from mscl.data.sources import COCO_RELEASES, coco_release
-from mscl.data.splitting import halve_held_out
-from mscl.errors import InputError
+from mscl.data.splitting import halve_held_out, require_every_split
+from mscl.errors import InputError, OptionNames
 
 PAPER_RELEASE = "2014"
 NOT_COMPARABLE = (
@@ -150,9 +150,11 @@ def split_policy(seed: int, release: str) -> str:
     )
 
 
-def prepare(root: Path, out: Path, seed: int, verify_images: bool = True, missing_images: str = "error") -> dict[str, Any]:
+def prepare(
+    root: Path, out: Path, seed: int, verify_images: bool = True, missing_images: str = "error", names: OptionNames = OptionNames()
+) -> dict[str, Any]:
     """Parse the COCO 2014 or 2017 layout under `root` and write the manifest to `out`; return its stats."""
-    root = require_path(Path(root), "COCO root folder", "pass --root pointing at the folder holding annotations/, train2014/ and val2014/ (or their 2017 counterparts)")
+    root = require_path(Path(root), "COCO root folder", f"set {names('--root')} to the folder holding annotations/, train2014/ and val2014/ (or their 2017 counterparts)")
     release = detect_release(root)
     train, val = source_splits(release)
     loaded = {name: load_instances(annotation_path(root, name)) for name in (train, val)}
@@ -164,10 +166,12 @@ def prepare(root: Path, out: Path, seed: int, verify_images: bool = True, missin
     frames, unannotated, screens = {}, {}, []
     for name in (train, val):
         frame, unannotated[name] = source_frame(root, name, categories, loaded[name])
-        frames[name], screen = keep_screened(root, frame, verify_images, missing_images, field="file_name")
+        frames[name], screen = keep_screened(root, frame, verify_images, missing_images, annotation_path(root, name), "file_name", names)
         screens.append(screen)
 
     splits = halve_held_out(frames[train], frames[val], seed)
+    sources = {"train": annotation_path(root, train), "val": annotation_path(root, val), "test": annotation_path(root, val)}
+    require_every_split(splits, sources, f"restore the images it names under {root} ({train}/, {val}/)")
     options, dropped = image_checks(verify_images, missing_images, screens)
     comparability = {} if release == PAPER_RELEASE else {"not_comparable_with_paper": NOT_COMPARABLE}
     info = provenance(
@@ -181,6 +185,6 @@ def prepare(root: Path, out: Path, seed: int, verify_images: bool = True, missin
 def main(argv: Sequence[str] | None = None) -> int:
     """CLI: `python -m mscl prepare-coco --root DIR --out DIR [--seed N] [image options]`."""
     args = cli.parse_args("prepare-coco", argv)
-    stats = prepare(args.root, args.out, args.seed, args.verify_images, args.missing_images)
+    stats = prepare(args.root, args.out, args.seed, args.verify_images, args.missing_images, OptionNames.of_source("coco", args.from_config))
     print(f"prepare-coco: wrote {args.out} counts={stats['counts']} labels={stats['num_labels']} dropped={stats['dropped']}")
     return 0

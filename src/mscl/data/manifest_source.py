@@ -27,9 +27,9 @@ import pyarrow.parquet as pq
 
 from mscl import cli
 from mscl.data.csv_source import SHOWN_ID
-from mscl.data.images import require_image
+from mscl.data.images import require_images
 from mscl.data.manifest import CONTENT_COLUMNS, MODALITY, SPLITS, ManifestWriter, family_of, read_labels
-from mscl.errors import InputError, shown
+from mscl.errors import InputError, OptionNames, shown
 from mscl.io import sha256_file
 from mscl.layout import DATASET_FAMILY_NAMES
 
@@ -102,8 +102,8 @@ class ManifestCheck:
     """The checks that span splits: ids unique across splits, labels within labels.txt and every
     listed label carried, one feature length."""
 
-    def __init__(self, root: Path, vocabulary: Sequence[str], images: Path, verify_images: bool):
-        self.root, self.images, self.verify_images = root, images, verify_images
+    def __init__(self, root: Path, vocabulary: Sequence[str], images: Path, verify_images: bool, names: OptionNames = OptionNames()):
+        self.root, self.images, self.verify_images, self.names = root, images, verify_images, names
         self.vocabulary = set(vocabulary)
         self.carried: set[str] = set()
         self.place_of_id: dict[str, str] = {}
@@ -112,14 +112,18 @@ class ManifestCheck:
     def rows(self, path: Path, batch: pa.RecordBatch, content: str, first_row: int) -> pd.DataFrame:
         """`batch` (rows first_row, first_row + 1, ... of split file `path`) checked, as a frame
         with ids as strings and each sample's labels deduplicated in their order. Values are
-        checked as Python objects (an integer id column with a null would be floats in pandas)."""
-        ids, labels = [], []
+        checked as Python objects (an integer id column with a null would be floats in pandas).
+        The batch's images are decoded together, in parallel (mscl.data.images)."""
+        ids, labels, images = [], [], []
         columns = (batch.column(name).to_pylist() for name in ("id", "labels", content))
         for offset, (sample_id, sample_labels, value) in enumerate(zip(*columns)):
             where = f"row {first_row + offset} (pandas index {first_row + offset - 1})"
             ids.append(self.sample_id(path, where, sample_id))
             labels.append(self.sample_labels(path, where, sample_labels))
             self.content(path, where, content, value)
+            if content == "path":
+                images.append((where, value))
+        require_images(self.images, images, self.verify_images, path, "path", self.names)
         return batch.to_pandas().assign(id=ids, labels=labels)
 
     def sample_id(self, path: Path, where: str, value: Any) -> str:
@@ -155,8 +159,6 @@ class ManifestCheck:
             return
         if value is None or not value.strip():  # never quote a text: it may be a clinical note
             raise InputError(path, f"{where}: the {column} is empty", "fill it, or drop the sample", field=column)
-        if column == "path":
-            require_image(self.images, value, self.verify_images, path, where, "path")
 
 
 def open_split(root: Path, split: str) -> pq.ParquetFile:
@@ -176,11 +178,12 @@ def prepare(
     family: str | None = None,
     dataset: str | None = None,
     verify_images: bool = True,
+    names: OptionNames = OptionNames(),
 ) -> dict[str, Any]:
     """Check the manifest folder `root` and write it to `out` with a recomputed stats.json; return the stats."""
     root = Path(root)
     if not root.is_dir():
-        raise InputError(root, "manifest folder not found", "pass --root naming a folder with train/val/test.parquet and labels.txt")
+        raise InputError(root, "manifest folder not found", f"set {names('--root')} to a folder with train/val/test.parquet and labels.txt")
     if Path(out).resolve() == root.resolve():
         raise InputError(out, "is the input folder itself", "pass an --out other than --root", field="--out")
     vocabulary = read_labels(root, "write the label vocabulary into labels.txt, one label per line, each once")
@@ -195,11 +198,11 @@ def prepare(
         if other != content:
             raise InputError(root / f"{split}.parquet", f"its content column is {other!r} where train.parquet's is {content!r}", "use one content column for all splits", field=other)
     images = image_root(root, input_stats) if content == "path" else root.resolve()
-    check = ManifestCheck(root, vocabulary, images, verify_images)
+    check = ManifestCheck(root, vocabulary, images, verify_images, names)
     if family is None and "family" in input_stats:
         family = input_stats["family"]
         if family not in DATASET_FAMILY_NAMES:
-            raise InputError(root / "stats.json", f"family {family!r} is not a dataset family", f"use one of {list(DATASET_FAMILY_NAMES)}, or pass --family", field="family")
+            raise InputError(root / "stats.json", f"family {family!r} is not a dataset family", f"use one of {list(DATASET_FAMILY_NAMES)}, or set {names('--family')}", field="family")
     family = family_of(MODALITY[content], family)
 
     sources = [root / f"{split}.parquet" for split in SPLITS] + [root / "labels.txt"] + ([root / "stats.json"] if input_stats else [])
@@ -235,6 +238,6 @@ def prepare(
 def main(argv: Sequence[str] | None = None) -> int:
     """CLI: `python -m mscl prepare-manifest --root DIR --out DIR [--family F] [--dataset NAME] [--no-verify-images]`."""
     args = cli.parse_args("prepare-manifest", argv)
-    stats = prepare(args.root, args.out, args.family, args.dataset, args.verify_images)
+    stats = prepare(args.root, args.out, args.family, args.dataset, args.verify_images, OptionNames.of_source(args.dataset or Path(args.out).name, args.from_config))
     print(f"prepare-manifest: wrote {args.out} counts={stats['counts']} labels={stats['num_labels']} modality={stats['modality']} family={stats['family']}")
     return 0

@@ -37,8 +37,8 @@ from mscl import cli
 from mscl.defaults import NUSWIDE_FRACTIONS as DEFAULT_FRACTIONS
 from mscl.data.images import ImageScreen, image_checks, require_path, screen_images
 from mscl.data.manifest import provenance, write_dataset
-from mscl.data.splitting import check_fractions, fractional_split, halve_held_out
-from mscl.errors import InputError
+from mscl.data.splitting import check_fractions, fractional_split, halve_held_out, require_every_split
+from mscl.errors import InputError, OptionNames
 
 FORMATS = {
     "AllLabels": "NUS-WIDE ImageList + Groundtruth/AllLabels",
@@ -128,10 +128,10 @@ def read_label_matrix(root: Path, concepts: list[str], num_images: int, part: st
 
 @dataclass
 class ListedImages:
-    """The images of one image list with their labels: the list's file name, paths under root,
-    ids, label matrix."""
+    """The images of one image list with their labels: the list file, paths under root, ids,
+    label matrix."""
 
-    name: str
+    path: Path
     relpaths: list[str]
     ids: list[str]
     matrix: np.ndarray
@@ -146,15 +146,20 @@ def read_listed(root: Path, concepts: list[str], part: str | None = None) -> Lis
     ids = [sample_id(p) for p in relpaths]
     if len(set(ids)) != len(ids):
         raise InputError(path, "lists an image twice", f"use the official {path.name}")
-    return ListedImages(path.name, relpaths, ids, read_label_matrix(root, concepts, len(relpaths), part))
+    return ListedImages(path, relpaths, ids, read_label_matrix(root, concepts, len(relpaths), part))
 
 
-def usable_frame(root: Path, listed: ListedImages, concepts: list[str], verify: bool, on_problem: str) -> tuple[pd.DataFrame, ImageScreen, int]:
-    """Manifest rows of the listed images that are labelled and present (verified if asked),
+def usable_frame(
+    root: Path, listed: ListedImages, concepts: list[str], verify: bool, on_problem: str, names: OptionNames = OptionNames()
+) -> tuple[pd.DataFrame, ImageScreen, int]:
+    """Manifest rows of the listed images that are labelled and present (decoded if asked),
     the image screen, and how many listed images have no label."""
     labelled = np.flatnonzero(listed.matrix.any(axis=1))
     # Presence on disk is part of the dataset definition, so it is checked even without --verify-images.
-    screen = screen_images(root, [listed.relpaths[i] for i in labelled], check_exists=True, verify=verify, on_problem=on_problem, field=listed.name)
+    screen = screen_images(
+        root, [listed.relpaths[i] for i in labelled], check_exists=True, verify=verify, on_problem=on_problem,
+        listed_in=listed.path, field=listed.path.name, names=names,
+    )  # fmt: skip
     kept = labelled[np.array(screen.keep, dtype=bool)]
     frame = pd.DataFrame(
         {
@@ -203,13 +208,14 @@ def prepare(
     fractions: Sequence[float] = DEFAULT_FRACTIONS,
     verify_images: bool = True,
     missing_images: str = "drop",
+    names: OptionNames = OptionNames(),
 ) -> dict[str, Any]:
     """Parse the NUS-WIDE layout under `root` and write the manifest to `out`; return its stats.
 
     `fractions` apply to the AllLabels layout; TrainTestLabels keeps the official split.
     """
     fractions = check_fractions(fractions)
-    root = require_path(Path(root), "NUS-WIDE root folder", "pass --root pointing at the folder holding ImageList/, Groundtruth/, Concepts81.txt and Flickr/")
+    root = require_path(Path(root), "NUS-WIDE root folder", f"set {names('--root')} to the folder holding ImageList/, Groundtruth/, Concepts81.txt and Flickr/")
     concepts = read_concepts(root)
     layout = label_layout(root)
     parts: tuple[str | None, ...] = (None,) if layout == "AllLabels" else OFFICIAL_PARTS
@@ -221,13 +227,12 @@ def prepare(
 
     frames, screens, unlabelled = {}, [], 0
     for part in parts:
-        frames[part], screen, without_label = usable_frame(root, listed[part], concepts, verify_images, missing_images)
+        frames[part], screen, without_label = usable_frame(root, listed[part], concepts, verify_images, missing_images, names)
         screens.append(screen)
         unlabelled += without_label
     for part, frame in frames.items():
         if frame.empty:
-            image_list = imagelist_path(root, part).relative_to(root).as_posix()
-            raise InputError(root, f"no listed image of {image_list} is both present on disk and labelled", "unpack the Flickr/ image folders under --root")
+            raise InputError(imagelist_path(root, part), f"no image it lists is both labelled and present (and decodable) under {root / IMAGE_FOLDER}", "unpack the Flickr/ image folders under the root")
 
     if layout == "AllLabels":
         frame = frames[None].set_index("id", drop=False)
@@ -235,6 +240,8 @@ def prepare(
         splits = {name: frame.loc[sorted(ids)].reset_index(drop=True) for name, ids in zip(("train", "val", "test"), split_ids)}
     else:
         splits = halve_held_out(frames["Train"], frames["Test"], seed)
+    sources = {name: imagelist_path(root, parts[0] if name == "train" or len(parts) == 1 else parts[1]) for name in ("train", "val", "test")}
+    require_every_split(splits, sources, f"restore its images under {root / IMAGE_FOLDER}" + (f", or change {names('--fractions')}" if layout == "AllLabels" else ""))
     sources = [concepts_path(root), *(imagelist_path(root, p) for p in parts), *(labels_path(root, c, p) for p in parts for c in concepts)]
     options, dropped = image_checks(verify_images, missing_images, screens)
     info = provenance(
@@ -252,6 +259,6 @@ def prepare(
 def main(argv: Sequence[str] | None = None) -> int:
     """CLI: `python -m mscl prepare-nuswide --root DIR --out DIR [--seed N] [--fractions T V S] [image options]`."""
     args = cli.parse_args("prepare-nuswide", argv)
-    stats = prepare(args.root, args.out, args.seed, args.fractions, args.verify_images, args.missing_images)
+    stats = prepare(args.root, args.out, args.seed, args.fractions, args.verify_images, args.missing_images, OptionNames.of_source("nuswide", args.from_config))
     print(f"prepare-nuswide: wrote {args.out} counts={stats['counts']} labels={stats['num_labels']} dropped={stats['dropped']}")
     return 0

@@ -7,7 +7,8 @@ and the seed, never on the order the raw files listed them in.
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from pathlib import Path
+from typing import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -54,6 +55,16 @@ def fractional_split(ids: Sequence[str], fractions: Sequence[float], seed: int) 
         parts.append(order[start : start + size])
         start += size
     return parts
+
+
+def require_every_split(splits: Mapping[str, pd.DataFrame], sources: Mapping[str, str | Path], fix: str) -> None:
+    """An InputError naming the input that left a split empty (`sources`: split -> the image
+    list, annotation file or folder its rows come from), instead of the output folder's
+    "split is empty" once everything is written."""
+    for name, frame in splits.items():
+        if frame.empty:
+            counts = ", ".join(f"{split} {len(rows)}" for split, rows in splits.items())
+            raise InputError(sources[name], f"leaves split {name!r} empty ({counts} samples)", fix, field=name)
 
 
 def halve(ids: Sequence[str], seed: int) -> tuple[list[str], list[str]]:

@@ -23,8 +23,8 @@ from tqdm import tqdm
 from mscl import cli
 from mscl.data.images import image_checks, keep_screened, require_path
 from mscl.data.manifest import provenance, write_dataset
-from mscl.data.splitting import halve_held_out
-from mscl.errors import InputError
+from mscl.data.splitting import halve_held_out, require_every_split
+from mscl.errors import InputError, OptionNames
 
 FORMAT = "PASCAL VOC 2007 XML + ImageSets/Main"
 IMAGE_SETS = ("trainval", "test")
@@ -129,9 +129,10 @@ def prepare(
     difficult: str = "include",
     verify_images: bool = True,
     missing_images: str = "error",
+    names: OptionNames = OptionNames(),
 ) -> dict[str, Any]:
     """Parse the VOC 2007 layout under `root` and write the manifest to `out`; return its stats."""
-    root = require_path(Path(root), "VOC root folder", "pass --root pointing at VOCdevkit/VOC2007")
+    root = require_path(Path(root), "VOC root folder", f"set {names('--root')} to the VOCdevkit/VOC2007 folder")
     sets = {name: read_image_set(root, name) for name in IMAGE_SETS}
     overlap = sorted(set(sets["trainval"]) & set(sets["test"]))
     if overlap:
@@ -149,11 +150,13 @@ def prepare(
             columns=["id", "labels", "path"],
         )
         if frame.empty:
-            raise InputError(image_set_path(root, name), "no image of this set has a label", "check the annotations and the --difficult policy")
-        frames[name], screen = keep_screened(root, frame, verify_images, missing_images, field="filename")
+            raise InputError(image_set_path(root, name), "no image of this set has a label", f"check the annotations and {names('--difficult')}")
+        frames[name], screen = keep_screened(root, frame, verify_images, missing_images, image_set_path(root, name), "filename", names)
         screens.append(screen)
 
     splits = halve_held_out(frames["trainval"], frames["test"], seed)
+    sources = {"train": image_set_path(root, "trainval"), "val": image_set_path(root, "test"), "test": image_set_path(root, "test")}
+    require_every_split(splits, sources, f"restore the images it lists under {root / 'JPEGImages'} (with their annotations)")
     options, screened_out = image_checks(verify_images, missing_images, screens)
     info = provenance(
         "voc", FORMAT, root, seed, [image_set_path(root, name) for name in IMAGE_SETS],
@@ -169,6 +172,6 @@ def prepare(
 def main(argv: Sequence[str] | None = None) -> int:
     """CLI: `python -m mscl prepare-voc --root DIR --out DIR [--seed N] [--difficult P] [image options]`."""
     args = cli.parse_args("prepare-voc", argv)
-    stats = prepare(args.root, args.out, args.seed, args.difficult, args.verify_images, args.missing_images)
+    stats = prepare(args.root, args.out, args.seed, args.difficult, args.verify_images, args.missing_images, OptionNames.of_source("voc", args.from_config))
     print(f"prepare-voc: wrote {args.out} counts={stats['counts']} labels={stats['num_labels']} dropped={stats['dropped']}")
     return 0

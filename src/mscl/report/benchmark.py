@@ -51,7 +51,7 @@ from mscl.errors import InputError
 from mscl.io import write_text
 from mscl.metrics import DATASET_FAMILIES, FAMILY_MACRO_F1, is_score
 from mscl.report import html
-from mscl.report.collect import known_order_key, load_runs, method_sort_key, parse_pairs, with_later_columns
+from mscl.report.collect import known_order_key, load_runs, method_sort_key, mixed_code_sentence, parse_pairs, with_later_columns
 from mscl.report.names import DATASET_NAMES
 from mscl.report.style import CHANCE, METRIC_DISPLAY_NAMES, REFERENCE_METHODS, metric_name
 from mscl.report.tables import (
@@ -354,7 +354,7 @@ def build_benchmark(runs: pd.DataFrame, split: str = "test", metric: str | None 
         raise InputError(None, f"no run has the metric {metric!r} on the {split} split", f"use one of {known}" if known else "collect some runs first", field="--metric")
     sections = build_sections(runs, frame, shown_metrics(frame, metric, families or {}))
     caption, notes = caption_and_notes(runs, sections, split, metric)
-    return Benchmark(frame, sections, caption, notes)
+    return Benchmark(frame, sections, " ".join(s for s in (caption, mixed_code_sentence(runs)) if s), notes)
 
 
 def parse_families(values: Sequence[str]) -> dict[str, str]:

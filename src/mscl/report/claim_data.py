@@ -38,7 +38,6 @@ check added after the main run, in the same clone, keeps the main files one pipe
 from __future__ import annotations
 
 import csv
-import json
 import math
 import sys
 from collections import Counter

@@ -16,8 +16,9 @@ datasets and encoders listed in --paper-datasets / --paper-encoders: the paper's
 the only results tables compare with the paper's numbers). The workflow passes all four from the
 config. `method_display` is how tables and figures call the run's loss: its --method-names entry,
 else `mscl.report.style.method_name` (the paper's name of a built-in loss, else the key).
-`encoder_order` is the encoder's place in --roles (0 first; the workflow lists the config's
-encoders in order): where several encoders share a role on one dataset, the paper's tables and
+`encoder_order` is the encoder's place in --roles (0 first; the workflow lists the encoders of
+its runs by key, so that the order of the config's `encoders` block changes no result and reruns
+nothing): where several encoders share a role on one dataset, the paper's tables and
 figures show one of them (`shown_encoders`) and name the others under them; the benchmark table
 (`mscl.report.benchmark`) shows every one. For every dataset given in
 `--train-counts`, the test split also gets `bucket_head_macro_f1` / `bucket_tail_macro_f1`
@@ -44,6 +45,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -60,15 +62,20 @@ from mscl.errors import InputError
 from mscl.io import atomic_path, read_json
 from mscl.metrics import DEFAULT_THRESHOLD, MACRO_F1_CAML, MACRO_F1_DEFINITIONS, bucket_macro_f1, macro_f1_definition, macro_f1_key, macro_f1_variants
 from mscl.report.names import Named, WhatRan
-from mscl.report.style import CHANCE, ENCODER_ROLES, METHOD_DISPLAY_NAMES, REFERENCE_ROLE, REPORT_ROLES, method_name
+from mscl.layout import PAPER_ROLES, ROLE_PATTERN
+from mscl.report.style import CHANCE, METHOD_DISPLAY_NAMES, REFERENCE_ROLE, method_name
 
 # The run's axes and value, then what ran by name (the same for every row of a run).
 AXIS_COLUMNS = ("dataset", "encoder", "encoder_role", "loss", "batch_size", "seed", "split", "metric", "value")
 NAME_COLUMNS = ("dataset_display", "encoder_display", "paper_dataset", "paper_encoder", "method_display", "encoder_order")
-RUN_COLUMNS = (*AXIS_COLUMNS, *NAME_COLUMNS)
+# The versions of the mscl files the run's jobs ran that differ between the collected runs,
+# "path@sha256[:12] ...": empty when every run ran the same version of every file it used
+# (mscl.provenance; `mixed_code_sentence`).
+CODE_COLUMN = "code_versions"
+RUN_COLUMNS = (*AXIS_COLUMNS, *NAME_COLUMNS, CODE_COLUMN)
 # Columns added after the first all_runs.csv files were written: `load_runs` fills them in an
 # older file (`with_later_columns`) instead of refusing it.
-LATER_COLUMNS = ("method_display", "encoder_order")
+LATER_COLUMNS = ("method_display", "encoder_order", CODE_COLUMN)
 # How the label prior (encoder "chance", role `reference`) is named in tables and figures.
 CHANCE_ENCODER_DISPLAY = "label prior (no encoder)"
 # metrics.json section -> split name in the tidy CSV.
@@ -261,8 +268,8 @@ def run_rows(
     if axes["encoder"] not in roles:
         raise InputError(
             metrics_path,
-            f"encoder {axes['encoder']!r} has no paper role",
-            f"add --roles {axes['encoder']}=ROLE with ROLE one of {list(REPORT_ROLES)}",
+            f"encoder {axes['encoder']!r} has no role",
+            f"add --roles {axes['encoder']}=ROLE with ROLE one of the paper's columns {list(PAPER_ROLES)}, or a name of your own",
             field="--roles",
         )
     definition = macro_f1_definition(axes["dataset"], metrics_path, document["spec"].get("dataset_family"))
@@ -281,6 +288,43 @@ def run_rows(
     return rows
 
 
+def run_code_files(metrics_path: str | Path) -> dict[str, set[str]]:
+    """The mscl files a run's jobs ran, path -> their sha256 (two when the code changed between
+    its pretraining and its probe), from the versions.json of its probe and of the pretraining
+    beside it; empty for a run made before jobs recorded their code."""
+    probe = Path(metrics_path).parent
+    files: dict[str, set[str]] = {}
+    for record in (probe / "versions.json", probe.parent / "pretrain" / "versions.json"):
+        code = (read_json(record, "versions.json", "rerun the job", "rerun the job").get("code") or {}) if record.is_file() else {}
+        for name, digest in (code.get("files") or {}).items():
+            files.setdefault(name, set()).add(digest)
+    return files
+
+
+def code_versions(runs: Sequence[Mapping[str, set[str]]]) -> list[str]:
+    """Each run's CODE_COLUMN: its versions of the files that several runs ran in different versions."""
+    seen: dict[str, set[str]] = {}
+    for files in runs:
+        for name, digests in files.items():
+            seen.setdefault(name, set()).update(digests)
+    mixed = sorted(name for name, digests in seen.items() if len(digests) > 1)
+    return [" ".join(f"{name}@{digest[:12]}" for name in mixed if name in files for digest in sorted(files[name])) for files in runs]
+
+
+def mixed_code_sentence(runs: pd.DataFrame) -> str:
+    """A caption's sentence when the runs were made by more than one version of an mscl file
+    (empty when not), naming the files."""
+    versions: dict[str, set[str]] = {}
+    for value in runs[CODE_COLUMN].dropna().unique():
+        for token in str(value).split():
+            name, _, digest = token.rpartition("@")
+            versions.setdefault(name, set()).add(digest)
+    if not versions:
+        return ""
+    files = ", ".join(f"{name} ({len(digests)} versions)" for name, digests in sorted(versions.items()))
+    return f"These runs were made by more than one version of the code: {files}; `python -m mscl stale` lists the runs today's code would not make the same way."
+
+
 def collect_runs(
     metrics_paths: Sequence[str | Path],
     roles: Mapping[str, str],
@@ -288,7 +332,12 @@ def collect_runs(
     names: RunNames | None = None,
 ) -> pd.DataFrame:
     """One tidy frame (RUN_COLUMNS) of all runs, sorted by every axis for a stable file."""
-    rows = [row for path in metrics_paths for row in run_rows(path, roles, train_counts or {}, names)]
+    versions = code_versions([run_code_files(path) for path in metrics_paths])
+    rows = [
+        {**row, CODE_COLUMN: version}
+        for path, version in zip(metrics_paths, versions)
+        for row in run_rows(path, roles, train_counts or {}, names)
+    ]
     frame = pd.DataFrame(rows, columns=list(RUN_COLUMNS))
     keys = [c for c in AXIS_COLUMNS if c != "value"]
     duplicated = frame.duplicated(keys)
@@ -313,7 +362,7 @@ def load_runs(path: str | Path) -> pd.DataFrame:
     path = Path(path)
     if not path.exists():
         raise InputError(path, "results file not found", "run `python -m mscl collect` first", field="--runs")
-    text = {c: str for c in ("dataset", "encoder", "encoder_role", "loss", "split", "metric", "dataset_display", "encoder_display", "method_display")}
+    text = {c: str for c in ("dataset", "encoder", "encoder_role", "loss", "split", "metric", "dataset_display", "encoder_display", "method_display", CODE_COLUMN)}
     frame = pd.read_csv(path, dtype=text, keep_default_na=False, na_values={"value": ["", "NaN", "nan"]})
     missing = [c for c in RUN_COLUMNS if c not in frame.columns and c not in LATER_COLUMNS]
     if missing:
@@ -333,7 +382,8 @@ def load_runs(path: str | Path) -> pd.DataFrame:
 def with_later_columns(runs: pd.DataFrame) -> pd.DataFrame:
     """`runs` (RUN_COLUMNS) with LATER_COLUMNS filled where absent or empty: method_display with
     `style.method_name` of the loss, encoder_order with the encoder's place among the encoder
-    keys in alphabetical order (an older file does not record the --roles order)."""
+    keys in alphabetical order (an older file does not record the --roles order), code_versions
+    empty (an older file does not say)."""
     runs = runs.assign(**{column: math.nan for column in LATER_COLUMNS if column not in runs.columns})
     display = runs["method_display"]
     missing_display = display.isna() | (display.astype(str) == "")
@@ -343,13 +393,13 @@ def with_later_columns(runs: pd.DataFrame) -> pd.DataFrame:
     if order.isna().any():
         alphabetical = {encoder: place for place, encoder in enumerate(sorted(runs["encoder"].unique()))}
         order = order.fillna(runs["encoder"].map(alphabetical))
-    return runs.assign(method_display=display, encoder_order=order.astype(int))
+    return runs.assign(method_display=display, encoder_order=order.astype(int), **{CODE_COLUMN: runs[CODE_COLUMN].astype(object).where(runs[CODE_COLUMN].notna(), "").astype(str)})
 
 
 def shown_encoders(runs: pd.DataFrame) -> dict[tuple[str, str], str]:
     """(dataset, encoder_role) -> the encoder the paper's tables and figures show there: of the
     encoders that ran under that role on that dataset, the paper's own model if one is, else the
-    first in encoder_order (the --roles order, which follows the config's), then by key."""
+    first in encoder_order (the --roles order: by key in the workflow), then by key."""
     encoders = runs[["dataset", "encoder_role", "encoder", "paper_encoder", "encoder_order"]].drop_duplicates(["dataset", "encoder_role", "encoder"])
     ranked = encoders.sort_values(["paper_encoder", "encoder_order", "encoder"], ascending=[False, True, True], kind="stable")
     first = ranked.drop_duplicates(["dataset", "encoder_role"])
@@ -499,17 +549,22 @@ def parse_pairs(values: Sequence[str], flag: str, example: str) -> dict[str, str
 
 
 def parse_roles(values: Sequence[str]) -> dict[str, str]:
-    """--roles ENCODER=ROLE arguments -> dict, ROLE checked against the paper's columns; the
-    role `reference` belongs to the label prior alone (chance=reference)."""
+    """--roles ENCODER=ROLE arguments -> dict. A role is any name (mscl.layout.ROLE_PATTERN): one
+    of the paper's columns (PAPER_ROLES) puts the encoder in that column of the paper's tables,
+    any other in the benchmark alone; the role `reference` belongs to the label prior alone
+    (chance=reference)."""
     roles = parse_pairs(values, "--roles", "resnet50=resnet")
     for encoder, role in roles.items():
-        if role not in REPORT_ROLES:
-            raise InputError(None, f"role {role!r} of encoder {encoder!r} is unknown", f"use one of {list(REPORT_ROLES)}", field="--roles")
+        if not re.match(ROLE_PATTERN, role):
+            raise InputError(
+                None, f"role {role!r} of encoder {encoder!r} is not a name",
+                f"use one of the paper's columns {list(PAPER_ROLES)}, or a name of your own (a letter, then letters, digits, '_' or '-')", field="--roles",
+            )  # fmt: skip
         if (encoder == CHANCE) != (role == REFERENCE_ROLE):
             raise InputError(
                 None,
                 f"--roles {encoder}={role}: the role {REFERENCE_ROLE!r} is reserved for the label prior, as {CHANCE}={REFERENCE_ROLE}",
-                f"map {CHANCE} to {REFERENCE_ROLE} and every encoder to one of {list(ENCODER_ROLES)}",
+                f"map {CHANCE} to {REFERENCE_ROLE} and every encoder to another role (the paper's {list(PAPER_ROLES)}, or one of your own)",
                 field="--roles",
             )
     return roles

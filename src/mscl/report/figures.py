@@ -52,7 +52,7 @@ from mscl.errors import InputError
 from mscl.io import atomic_path, write_text
 from mscl.metrics import macro_f1_definition
 from mscl.report import html
-from mscl.report.collect import CellKey, CellStat, cell_index, load_runs, paper_runs, select_batch_size, summarise_seeds, what_ran, with_later_columns
+from mscl.report.collect import CellKey, CellStat, cell_index, load_runs, mixed_code_sentence, paper_runs, select_batch_size, summarise_seeds, what_ran, with_later_columns
 from mscl.report.names import PAPER_ENCODER_NAMES, WhatRan
 from mscl.report.style import (
     CHANCE,
@@ -823,6 +823,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = cli.parse_args("figure", argv)
     runs = load_runs(args.runs) if args.runs else None
     figure, data = build_figure(args.name, runs, args.batch_size, args.split)
+    if runs is not None and "caption" in data.attrs:
+        data.attrs["caption"] = " ".join(s for s in (data.attrs["caption"], mixed_code_sentence(runs)) if s)
     save_figure(figure, args.out_prefix, data)
     not_run = data.attrs.get("not_run", [])
     if not_run:

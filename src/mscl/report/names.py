@@ -34,6 +34,7 @@ from pathlib import PurePosixPath
 from typing import Any, Iterable, Mapping, Sequence
 
 from mscl.data.sources import coco_release
+from mscl.layout import PAPER_ROLES
 
 # Every dataset setting's plain name: the paper's ten settings, then the claim check's data.
 DATASET_NAMES = {
@@ -218,7 +219,7 @@ ARTIFACT_SCOPE: dict[str, tuple[tuple[str, ...] | None, tuple[str, ...] | None]]
     "mimic_50": (_MIMIC_50, _MIMIC_ROLES),
     "sota": (("mimic3_full",), ("plm_icd",)),
     "ablation": (("coco", "aapd"), ("resnet", "roberta")),
-    "paper_vs_run": (None, None),
+    "paper_vs_run": (None, PAPER_ROLES),
     "cost": (None, None),
     "improvement": (_IMAGE, ("resnet",)),
     "std": (_IMAGE, ("resnet",)),
@@ -227,6 +228,24 @@ ARTIFACT_SCOPE: dict[str, tuple[tuple[str, ...] | None, tuple[str, ...] | None]]
     "mimic_heatstrip": (_MIMIC_FULL + _MIMIC_50, _MIMIC_ROLES),
     "frequency_buckets": (("coco",), ("resnet",)),
     "batch_size": (("coco",), ("resnet",)),
+}
+
+
+# The table/figure group (`report.batch_size.<group>`) whose configured batch size selects the
+# runs a table or figure shows; the artifacts that mix groups (ablation, paper_vs_run) take, per
+# dataset and encoder role, the batch size most runs share, and the batch-size figure shows all.
+REPORT_GROUPS = {
+    "image": "image",
+    "aapd": "aapd",
+    "mimic_full": "mimic",
+    "mimic_50": "mimic",
+    "sota": "mimic",
+    "improvement": "image",
+    "std": "image",
+    "frequency_buckets": "image",
+    "text_encoders": "aapd",
+    "mimic_dotplot": "mimic",
+    "mimic_heatstrip": "mimic",
 }
 
 
@@ -251,6 +270,14 @@ def collect_options(
     options += ["--paper-datasets", *(d for d in ran[0] if datasets[d].paper)]
     options += ["--paper-encoders", *(e for e in ran[1] if encoders[e].paper)]
     return " ".join(options)
+
+
+def roles_option(runs: Iterable[Sequence[Any]], roles: Mapping[str, str]) -> str:
+    """`python -m mscl collect`'s --roles for the encoders of the grid's runs ((dataset, encoder,
+    ...) tuples), by key; `roles` maps an encoder key to its role. A job's params: listing the
+    config's encoders in file order, or every encoder, reran every table and figure when the
+    `encoders` block was reordered or gained an encoder no experiment uses."""
+    return " ".join(["--roles", *(f"{encoder}={roles[encoder]}" for encoder in sorted({run[1] for run in runs}))])
 
 
 def ran_line(artifact: str, runs: Iterable[Sequence[Any]], datasets: Mapping[str, Named], encoders: Mapping[str, Named], roles: Mapping[str, str]) -> str:

@@ -11,7 +11,7 @@ from typing import Iterable
 
 from mscl import registry
 from mscl.data.stats_table import DISPLAY_NAMES as DATASET_DISPLAY_NAMES
-from mscl.layout import CHANCE, ENCODER_ROLES, REFERENCE_ROLE, REPORT_ROLES  # noqa: F401  (the roles `collect --roles` accepts)
+from mscl.layout import CHANCE, REFERENCE_ROLE  # noqa: F401  (the label prior's role, which `collect --roles` reserves)
 from mscl.metrics import DATASET_FAMILIES, FAMILY_MACRO_F1, MACRO_F1_CAML, MACRO_F1_PER_CLASS
 
 # Loss keys in the paper's row order (Table "results-image"), then the ablation variants.

@@ -65,7 +65,7 @@ from mscl.data.stats_table import latex_escape
 from mscl.errors import InputError
 from mscl.io import write_text
 from mscl.report import html, paper
-from mscl.report.collect import CellKey, CellStat, cell_index, load_runs, paper_runs, what_ran, with_later_columns
+from mscl.report.collect import CellKey, CellStat, cell_index, load_runs, mixed_code_sentence, paper_runs, what_ran, with_later_columns
 from mscl.report.cost import cost_frame
 from mscl.report.names import DATASET_NAMES, PAPER_ENCODER_NAMES, WhatRan
 from mscl.report.style import (
@@ -947,6 +947,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = cli.parse_args("table", argv)
     runs = load_runs(args.runs) if args.runs else None
     table = build_table(args.name, runs, args.batch_size, args.metrics)
+    if runs is not None:
+        table.caption = caption_text(table.caption, mixed_code_sentence(runs))
     write_table(table, args.out_prefix)
     print(f"table: wrote {args.out_prefix}.{{tex,csv,md,html}} ({args.name})")
     return 0

@@ -25,7 +25,8 @@ before. What makes the N processes one run:
 
 A rank that hangs instead of dying (a stopped process, a stuck data loader, an endless loop)
 would leave the others waiting in a collective. Every rank runs a `Watchdog`: it publishes
-where its rank is (the step it reached, a heartbeat) in torchrun's key-value store, which
+where its rank is (its epoch and step, as it reaches each point, and a heartbeat every tick)
+in torchrun's key-value store, which
 torchrun's agent serves and so answers while any rank hangs, reads the other ranks' places,
 and ends the run with a message naming the rank(s) that hold it up once one has been waited
 for $MSCL_DDP_TIMEOUT_S seconds (`mscl.train.launch`). PyTorch's own collective timeout is set
@@ -275,21 +276,31 @@ def decided_by_rank0(flag: bool, device: torch.device) -> bool:
 
 @dataclass(frozen=True)
 class Published:
-    """What a rank's watchdog writes to the store at every tick."""
+    """What a rank's watchdog writes to the store at every tick and at every point reached."""
 
     beat: int  # ticks so far: moves while the process runs and no code holds Python's lock
     count: int  # points reached so far; every rank passes the same points in the same order
-    at: str  # the last point reached: "start-up", "step 7", "epoch 2's checkpoint"
+    at: str  # the last point other than a step: "start-up", "epoch 2's checkpoint"; "" at a step
+    epoch: int  # the epoch the rank is in (the last finished one before its first step)
+    step: int  # optimisation steps of the run begun so far (resumed ones included)
     finished: bool  # the rank has left the run normally
     pid: int
     host: str
+
+    @property
+    def place(self) -> str:
+        """Where the rank is, for messages: "epoch 4, step 301", "epoch 3's checkpoint (epoch 3,
+        step 300)", "start-up" (before anything, in a run that did not resume)."""
+        if not self.at:
+            return f"epoch {self.epoch}, step {self.step}"
+        return f"{self.at} (epoch {self.epoch}, step {self.step})" if self.epoch or self.step else self.at
 
 
 @dataclass(frozen=True)
 class RankView:
     """A rank as one watchdog sees it, in seconds of that watchdog's clock."""
 
-    at: str
+    at: str  # its place (`Published.place`)
     count: int
     at_for_s: float  # since it was first seen at this point
     silent_for_s: float  # since its heartbeat last moved
@@ -302,7 +313,7 @@ def hung_ranks(views: Mapping[int, RankView], me: int, limit_s: float) -> dict[i
     A rank holds the run up when its heartbeat has not moved for `limit_s` (a stopped process,
     or one stuck in code that holds Python's lock), wherever it is, or when the furthest ranks
     have waited `limit_s` at a point it has not reached. Its place is the last one it
-    published, at most a tick old. Not suspects: ranks that left the run normally, and this
+    published: each point as the rank reaches it. Not suspects: ranks that left the run normally, and this
     rank (`me`) for its heartbeat, which is running. Ranks that all stand at one point and
     respond are not diagnosed: each may be working (a long start-up), and a collective that
     hangs there ends by PyTorch's timeout."""
@@ -372,8 +383,12 @@ class Watchdog:
         # The thread has a connection of its own: a connection serves one request at a time.
         self.store, self._thread_store = store, store.clone()
         self.tick_s = min(1.0, limits.rank_s / 10)
-        self.point = (0, "start-up")  # (count, at): replaced whole by the main thread, read by the thread
+        # (count, at, epoch, step): replaced whole by the main thread, read by the thread
+        self.point = (0, "start-up", 0, 0)
         self.finished = False
+        # One writer of this rank's key at a time, so that a tick's write of an older point
+        # cannot land after the main thread's write of a newer one.
+        self._publishing = threading.Lock()
         self._beat = 0
         self._rank0_works = 0  # rank0_alone blocks entered so far
         # Per rank: its last published state (None: none yet) and the times (time.monotonic())
@@ -394,13 +409,33 @@ class Watchdog:
         self._thread.join()
         self.finished = finished
         try:
-            self._publish()
+            self._publish(self._thread_store)
         except torch.distributed.DistError:
             pass  # the store is gone (the process that served it has ended): nobody is watching
 
     def reached(self, at: str) -> None:
-        """This rank got to point `at`. Every rank passes the same points in the same order."""
-        self.point = (self.point[0] + 1, at)
+        """This rank got to point `at` (in its current epoch and step). Every rank passes the
+        same points in the same order."""
+        count, _, epoch, step = self.point
+        self._move((count + 1, at, epoch, step))
+
+    def stepped(self, epoch: int, step: int) -> None:
+        """This rank begins step `step` of the run, in epoch `epoch`: a point, like `reached`."""
+        self._move((self.point[0] + 1, "", epoch, step))
+
+    def resumed(self, epoch: int, step: int) -> None:
+        """This rank resumes a run after `epoch` epochs and `step` steps: where it is, not a point."""
+        count, at, _, _ = self.point
+        self._move((count, at, epoch, step))
+
+    def _move(self, point: tuple[int, str, int, int]) -> None:
+        """Take the new point and publish it at once, from this (the main) thread: a rank that
+        stops right after is named where it stopped, not where the last tick found it."""
+        self.point = point
+        try:
+            self._publish(self.store)
+        except torch.distributed.DistError:
+            pass  # the store is gone with torchrun's agent, which ends the job itself
 
     @contextmanager
     def rank0_alone(self, what: str) -> Iterator[None]:
@@ -433,10 +468,13 @@ class Watchdog:
             time.sleep(pause)
             pause = min(2 * pause, self.tick_s)
 
-    def _publish(self) -> None:
-        count, at = self.point
-        state = Published(self._beat, count, at, self.finished, os.getpid(), socket.gethostname())
-        self._thread_store.set(f"rank {self.ranks.rank}", json.dumps(asdict(state)))
+    def _publish(self, store: torch.distributed.Store) -> None:
+        """Write this rank's state through `store`: the thread's connection or the main
+        thread's (a connection serves one request at a time)."""
+        with self._publishing:
+            count, at, epoch, step = self.point
+            state = Published(self._beat, count, at, epoch, step, self.finished, os.getpid(), socket.gethostname())
+            store.set(f"rank {self.ranks.rank}", json.dumps(asdict(state)))
 
     def _views(self) -> dict[int, RankView]:
         """Every rank's place as published, and for how long it has not changed."""
@@ -449,14 +487,14 @@ class Watchdog:
             if new is not None and (old is None or new.count != old.count):
                 count_since = now
             self._seen[rank] = (new, beat_since, count_since)
-            views[rank] = RankView(new.at, new.count, now - count_since, now - beat_since, new.finished) if new else RankView("start-up", 0, now - count_since, now - beat_since)
+            views[rank] = RankView(new.place, new.count, now - count_since, now - beat_since, new.finished) if new else RankView("start-up", 0, now - count_since, now - beat_since)
         return views
 
     def _watch(self) -> None:
         while not self._stopping.wait(self.tick_s):
             try:
                 self._beat += 1
-                self._publish()
+                self._publish(self._thread_store)
                 views = self._views()
             except torch.distributed.DistError:
                 continue  # the store is gone with torchrun's agent, which ends the job itself
@@ -475,6 +513,12 @@ class Unwatched:
     """A one-process run's stand-in for a Watchdog: nobody to wait for."""
 
     def reached(self, at: str) -> None:
+        pass
+
+    def stepped(self, epoch: int, step: int) -> None:
+        pass
+
+    def resumed(self, epoch: int, step: int) -> None:
         pass
 
     @contextmanager

@@ -6,26 +6,26 @@ Every pretrain, probe and cache-prefix rule runs its command through
 
 which takes the job's devices, then runs the command: an mscl command of this interpreter in
 this very process (no second interpreter start), any other by replacing itself (exec), and for
-`--torchrun` with N > 1 one data-parallel run of N processes on this node (`mscl.train.distributed`):
+`--torchrun` with N > 1 one data-parallel run of N processes on this node (`mscl.train.distributed`),
+torchrun's agent running in this process too:
 
     python -m torch.distributed.run --standalone --nproc_per_node N -m mscl pretrain ...
 
 `--standalone` rendezvouses on a free local port, so concurrent jobs on one node do not collide.
 N is the job's `resources.gpu`: a resource, not a param, so a changed GPU count reruns nothing.
 
-**One GPU set per job on one machine.** Snakemake counts GPUs (`--resources gpu=4`) but does
-not pick them, so without help every local job would use GPU 0. For a run on this machine the
-workflow exports the device pool ($MSCL_GPU_POOL: the ids in `local_gpus.devices`, by default
-the GPUs this machine shows). A job of N GPUs then holds N distinct devices of the pool for its
-whole life, each by an exclusive `flock` on a lock file of the device (`local_gpus.jobs_per_device`
-lock files a device when the user lets jobs share one), and sees only them in
-CUDA_VISIBLE_DEVICES. The locks live in one folder per machine (/tmp/mscl-gpu-locks, or
-$MSCL_GPU_LOCK_DIR), so two Snakemake runs on one workstation share out the same GPUs; the kernel
-drops a lock when its holder ends, however it ends, so a killed job never leaves a device
-taken. A job that finds too few free devices waits (and says so in its log) until another ends;
-it never takes a device already held. A job of 0 GPUs sees none (CUDA_VISIBLE_DEVICES=""): the
-scheduler reserved no GPU for it. The devices held are in the job's log and, as
-`assigned_gpus`, in its versions.json.
+**One GPU set per job on one machine.** Snakemake counts GPUs but does not pick them, so without
+help every local job would use GPU 0. For a run on this machine the workflow finds the device
+pool (`mscl.train.gpu_pool`: `local_gpus.devices`, by default the GPUs this machine shows),
+makes it Snakemake's `gpu` resource and exports it ($MSCL_GPU_POOL). A job of N GPUs then holds
+N distinct devices of the pool for its whole life, each by a lock every user and run of the
+machine shares (`mscl.train.gpu_locks`), and sees only them in CUDA_VISIBLE_DEVICES. The locks
+go with every process of the job (the command, a job-server worker, torchrun's ranks, their
+DataLoader workers), so no device is handed out while any of them runs. A job that finds its
+devices held by other runs waits its turn, first come first served. A job of 0 GPUs, and a job
+of N on a machine where no GPU was found, sees none (CUDA_VISIBLE_DEVICES=""): nobody assigned
+it one, and its log says so. The devices held are in the job's log and, as `assigned_gpus`, in
+its versions.json.
 
 Inside a SLURM job ($SLURM_JOB_ID set) the pool is ignored: SLURM assigns the job's GPUs.
 
@@ -40,44 +40,30 @@ whose params change, and a timeout changes no result. So does whether a job writ
 curves, and how many points an epoch ($MSCL_TENSORBOARD, `export_curves`, from the config's
 `tensorboard` block; mscl.train.curves).
 
-Standard library only: the workflow imports it while it parses, and `launch` must start fast.
+Standard library only (torch only for a torchrun job, whose agent imports it anyway): the
+workflow imports it while it parses, and `launch` must start fast.
 """
 
 from __future__ import annotations
 
 import argparse
-import errno
-import fcntl
 import json
 import os
 import shutil
-import subprocess
 import sys
-import time
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from mscl import cli
+from mscl.train.gpu_locks import HANDOVER_ENV, HELD_ENV, Claim, HandOver, LockError, claim_devices, lock_folder, mark_held
+from mscl.train.gpu_pool import JOBS_PER_DEVICE_ENV, POOL_ENV
 
 ENCODER_GPUS_ENV = "MSCL_ENCODER_GPUS"
 # What torchrun sets in each process it starts (any launcher that sets them is treated alike):
 # `mscl.train.distributed` reads the rank from them, and the job server never serves a process
 # that has them.
 RANK_VARIABLES = ("RANK", "WORLD_SIZE", "LOCAL_RANK")
-# The local device pool (comma-separated ids; set by the workflow for runs on this machine).
-POOL_ENV = "MSCL_GPU_POOL"
-# How many jobs may hold one device at once (1 unless the user lets jobs share a device).
-JOBS_PER_DEVICE_ENV = "MSCL_GPU_JOBS_PER_DEVICE"
-LOCK_DIR_ENV = "MSCL_GPU_LOCK_DIR"
-# One folder for the whole machine, so that every run on it shares out the same devices.
-DEFAULT_LOCK_DIR = Path("/tmp/mscl-gpu-locks")
 # What the job's versions.json records of its devices (`mscl.train.runtime.software_versions`).
 ASSIGNED_ENV = "MSCL_ASSIGNED_GPUS"
-# Seconds between two attempts of a waiting job, and between two of its "waiting" log lines.
-POLL_S = 1.0
-WAIT_REPORT_S = 60.0
-NVIDIA_SMI_TIMEOUT_S = 20.0
 
 # Seconds the ranks of a DDP job wait for a rank that is behind them or shows no sign of life
 # before the job fails naming it (`mscl.train.distributed.Watchdog`). A step takes seconds;
@@ -94,117 +80,6 @@ DDP_RANK0_TIMEOUT_S = 3600.0
 # N about N loss points an epoch; unset: CURVE_POINTS_PER_EPOCH.
 CURVES_ENV = "MSCL_TENSORBOARD"
 CURVE_POINTS_PER_EPOCH = 50
-
-
-def visible_devices() -> list[str]:
-    """The GPUs this process may use: CUDA_VISIBLE_DEVICES when set, else every GPU
-    `nvidia-smi` lists ([] without it, or when it fails)."""
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if visible is not None:
-        return [device.strip() for device in visible.split(",") if device.strip()]
-    try:
-        listed = subprocess.run(
-            ["nvidia-smi", "--query-gpu=index", "--format=csv,noheader"],
-            capture_output=True, text=True, timeout=NVIDIA_SMI_TIMEOUT_S, check=True,
-        )  # fmt: skip
-    except (OSError, subprocess.SubprocessError):
-        return []
-    return [line.strip() for line in listed.stdout.splitlines() if line.strip()]
-
-
-def resolve_pool(devices: str | Sequence[Any]) -> list[str]:
-    """`local_gpus.devices` as device ids: "auto" is `visible_devices()`."""
-    if devices == "auto":
-        return visible_devices()
-    ids = [str(device).strip() for device in devices]
-    if len(set(ids)) != len(ids) or not all(ids):
-        raise ValueError(f"local_gpus.devices {list(devices)} lists a device twice or an empty id; list each GPU id once, e.g. [0, 1, 2, 3]")
-    return ids
-
-
-def share_local_gpus(devices: str | Sequence[Any], jobs_per_device: int, local: bool, report: Callable[[str], None]) -> list[str]:
-    """Export the device pool to this run's local jobs (nothing for a cluster run, whose
-    scheduler assigns GPUs); return it."""
-    if not local:
-        os.environ.pop(POOL_ENV, None)
-        return []
-    pool = resolve_pool(devices)
-    os.environ[POOL_ENV] = ",".join(pool)
-    os.environ[JOBS_PER_DEVICE_ENV] = str(jobs_per_device)
-    if pool:
-        sharing = "one job per device" if jobs_per_device == 1 else f"up to {jobs_per_device} jobs per device"
-        report(f"GPUs for this run's jobs: {', '.join(pool)} ({sharing}; each job holds its own, mscl.train.launch)")
-    return pool
-
-
-@dataclass
-class Claim:
-    """Devices a job holds: their ids and the open lock files whose flock holds them."""
-
-    devices: list[str]
-    handles: list[int]
-
-    def release(self) -> None:
-        for handle in self.handles:
-            os.close(handle)  # closing the last descriptor of a lock file drops its flock
-        self.handles = []
-
-
-def lock_folder() -> Path:
-    folder = Path(os.environ.get(LOCK_DIR_ENV) or DEFAULT_LOCK_DIR)
-    if not folder.is_dir():
-        folder.mkdir(parents=True, exist_ok=True)
-        if folder == DEFAULT_LOCK_DIR:
-            os.chmod(folder, 0o1777)  # every user's jobs share the machine's GPUs (sticky, as /tmp)
-    return folder
-
-
-def try_claim(count: int, pool: Sequence[str], folder: Path, jobs_per_device: int) -> Claim | None:
-    """`count` distinct devices of `pool`, each by one free slot's lock; None (nothing held)
-    when fewer than `count` devices have a free slot."""
-    claim = Claim([], [])
-    for device in pool:
-        if len(claim.devices) == count:
-            break
-        for slot in range(jobs_per_device):
-            path = folder / f"gpu-{device}.slot{slot}.lock"
-            handle = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError as error:
-                os.close(handle)
-                if error.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
-                    continue
-                raise
-            # Who holds it, for `cat` when a job waits (the lock, not this text, is what counts).
-            os.ftruncate(handle, 0)
-            os.write(handle, f"pid {os.getpid()} since {time.strftime('%Y-%m-%d %H:%M:%S')}\n".encode())
-            claim.devices.append(device)
-            claim.handles.append(handle)
-            break
-    if len(claim.devices) < count:
-        claim.release()  # all or nothing: holding some while waiting for more could deadlock two jobs
-        return None
-    return claim
-
-
-def claim_devices(count: int, pool: Sequence[str], folder: Path, jobs_per_device: int, report: Callable[[str], None]) -> Claim:
-    """Wait until `count` distinct devices of `pool` are free, then hold them."""
-    if count > len(pool):
-        raise SystemExit(
-            f"mscl launch: error: the job asks for {count} GPU(s) but the local pool has {len(pool)} ({', '.join(pool) or 'none'}). "
-            f"Fix: lower the encoder's resources.gpu, or list more devices in `local_gpus.devices`"
-        )
-    waited_since = reported_at = None
-    while (claim := try_claim(count, pool, folder, jobs_per_device)) is None:
-        now = time.monotonic()
-        if waited_since is None:
-            waited_since = now
-        if reported_at is None or now - reported_at >= WAIT_REPORT_S:
-            report(f"launch: waiting for {count} free GPU(s) of {', '.join(pool)} (held by other jobs; {now - waited_since:.0f} s so far)")
-            reported_at = now
-        time.sleep(POLL_S)
-    return claim
 
 
 def is_module_command(command: Sequence[str]) -> bool:
@@ -229,12 +104,17 @@ def job_environment(gpus: int, environment: Mapping[str, str], report: Callable[
         return environment, None
     pool = [device for device in pool_text.split(",") if device]
     if not pool:
-        report(f"launch: the job asks for {gpus} GPU(s) and this machine shows none: it runs on the CPU")
+        environment["CUDA_VISIBLE_DEVICES"] = ""
+        report(
+            f"launch: the job asks for {gpus} GPU(s), but this run's GPU pool is empty (no GPU found on this machine, or "
+            f"`local_gpus.devices` lists none): it runs on the CPU, with CUDA_VISIBLE_DEVICES=''"
+        )
         return environment, None
     jobs_per_device = int(environment.get(JOBS_PER_DEVICE_ENV) or 1)
-    claim = claim_devices(gpus, pool, lock_folder(), jobs_per_device, report)
+    claim = claim_devices(gpus, pool, lock_folder(environment), jobs_per_device, report)
     environment["CUDA_VISIBLE_DEVICES"] = environment[ASSIGNED_ENV] = ",".join(claim.devices)
-    report(f"launch: this job holds GPU(s) {', '.join(claim.devices)} of {', '.join(pool)} until it ends")
+    mark_held(claim.handles, environment)
+    report(f"launch: this job holds GPU(s) {', '.join(claim.devices)} of {', '.join(pool)} until its last process ends")
     return environment, claim
 
 
@@ -244,10 +124,29 @@ def same_interpreter(program: str) -> bool:
     return found is not None and os.path.realpath(found) == os.path.realpath(sys.executable)
 
 
+def run_torchrun_here(arguments: Sequence[str], claim: Claim | None) -> int:
+    """torchrun's agent in this process (`python -m torch.distributed.run ARGUMENTS` without a
+    second interpreter), handing the claim's locks to the ranks it starts (gpu_locks.HandOver):
+    torchrun closes every inherited descriptor in them. 1 when a rank failed, as torchrun's
+    own exit status (torchrun has printed which rank and why)."""
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+    from torch.distributed.run import main as torchrun_main
+
+    os.environ.pop(HELD_ENV, None)  # this process's descriptor numbers: nothing in the ranks
+    if claim is not None:
+        os.environ[HANDOVER_ENV] = HandOver(claim.handles).name
+    try:
+        torchrun_main(list(arguments))
+    except ChildFailedError:
+        return 1
+    return 0
+
+
 def main(argv: Sequence[str] | None = None, in_this_process: Callable[[list[str]], int] | None = None) -> int:
     """Hold the job's devices, then run its command: in this process when it is `python -m mscl
     COMMAND` of this interpreter and one process (`in_this_process`, mscl.__main__.main: the job
-    saves a second interpreter's start, 0.1 s), else by exec (torchrun, other programs)."""
+    saves a second interpreter's start, 0.1 s), or torchrun's agent of this interpreter; else
+    by exec (other programs), with the locks' descriptors inherited."""
     parser = cli.build_parser("launch")
     args: argparse.Namespace = parser.parse_args(argv)
     command = list(args.command)
@@ -263,14 +162,19 @@ def main(argv: Sequence[str] | None = None, in_this_process: Callable[[list[str]
     def report(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
 
-    environment, claim = job_environment(args.gpus, os.environ, report)
+    try:
+        environment, claim = job_environment(args.gpus, os.environ, report)
+    except LockError as error:
+        raise SystemExit(f"mscl launch: error: {error}") from None
     distributed = args.torchrun and args.gpus > 1
-    if in_this_process is not None and not distributed and command[1:3] == ["-m", "mscl"] and same_interpreter(command[0]):
-        os.environ.clear()
-        os.environ.update(environment)  # before torch is imported: CUDA_VISIBLE_DEVICES counts then
-        return in_this_process(command[3:])  # the claim's locks stay held by this process until it ends
     if distributed:
         command = torchrun_command(command, args.gpus)
+    if same_interpreter(command[0]) and (distributed or (in_this_process is not None and command[1:3] == ["-m", "mscl"])):
+        os.environ.clear()
+        os.environ.update(environment)  # before torch is imported: CUDA_VISIBLE_DEVICES counts then
+        # The claim's locks stay held by this process until it ends, and go with the job's
+        # processes from here (the job server's worker, torchrun's ranks: mscl.train.gpu_locks).
+        return run_torchrun_here(command[3:], claim) if distributed else in_this_process(command[3:])
     if claim is not None:
         for handle in claim.handles:
             os.set_inheritable(handle, True)  # the command, which replaces this process, holds them

@@ -506,7 +506,7 @@ def train_epoch(
     started = time.perf_counter()
     progress = tqdm(total=steps, desc=f"pretrain epoch {epoch}/{cfg.epochs}", disable=None if state.ranks.main else True, file=sys.stderr)
     for index, batch in zip(range(steps), loader):
-        watchdog.reached(f"step {state.step + index + 1}")
+        watchdog.stepped(epoch, state.step + index + 1)
         lr = learning_rate(state.step + index, state.total_steps, warmup, cfg.lr)
         for group in state.optimizer.param_groups:
             group["lr"] = lr
@@ -638,6 +638,7 @@ def run(
     checkpoint = out / "checkpoint.pt"
     if checkpoint.exists():
         resume(state, checkpoint)
+        watchdog.resumed(state.epoch, state.step)
     # Rank 0's work alone sits in rank0_alone blocks: the other ranks wait for it in the store,
     # as long as rank 0 responds (up to $MSCL_DDP_RANK0_TIMEOUT_S, 3600 s), not in a collective,
     # whose timeout ($MSCL_DDP_TIMEOUT_S + 60 s) is sized for a step, not for a monitor's pass.
