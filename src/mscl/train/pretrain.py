@@ -385,6 +385,20 @@ def training_loader(
 # ------------------------------------------------------------------------ bookkeeping
 
 
+def log_epoch(path: Path, row: dict[str, Any], curves: Curves, state: TrainingState, elapsed_s: float) -> None:
+    """An epoch's log (rank 0): its train_log.csv row, its curves' epoch scalars at the epoch's
+    last step with the peak memory so far, and its line on stderr."""
+    append_log_row(path, row)
+    curves.scalars(state.step, {f"epoch/{key}": float(row[key]) for key in EPOCH_CURVES if row[key]} | peak_memory(state.device))
+    print(
+        f"pretrain epoch {row['epoch']}/{state.spec.pretrain.epochs}: loss {row['loss']}, lr {row['lr']}, "
+        f"{row['samples_per_second']} samples/s, epoch {row['seconds']} s, elapsed {elapsed_s:.1f} s"
+        + (f", val mAP (ridge readout) {row['val_map_readout']}" if row["val_map_readout"] else ""),
+        file=sys.stderr,
+        flush=True,
+    )
+
+
 def append_log_row(path: Path, row: dict[str, Any]) -> None:
     """Rewrite train_log.csv atomically with the rows of earlier epochs plus `row`.
 
@@ -660,15 +674,7 @@ def run(
             with watchdog.rank0_alone(f"epoch {epoch}'s log and convergence monitor"):
                 if ranks.main:
                     row["val_map_readout"] = f"{monitor.value(state.encoder):.6f}" if monitor and monitor.due(epoch) else ""
-                    append_log_row(out / "train_log.csv", row)
-                    curves.scalars(state.step, {f"epoch/{key}": float(row[key]) for key in EPOCH_CURVES if row[key]} | peak_memory(device))
-                    print(
-                        f"pretrain epoch {epoch}/{cfg.epochs}: loss {row['loss']}, lr {row['lr']}, "
-                        f"{row['samples_per_second']} samples/s, epoch {row['seconds']} s, elapsed {time.perf_counter() - started:.1f} s"
-                        + (f", val mAP (ridge readout) {row['val_map_readout']}" if row["val_map_readout"] else ""),
-                        file=sys.stderr,
-                        flush=True,
-                    )
+                    log_epoch(out / "train_log.csv", row, curves, state, time.perf_counter() - started)
             stopping = args.stop_after_epoch == epoch
             # No checkpoint after the last epoch (unless asked to stop there): the final files follow.
             # Rank 0's clock decides for every rank: all of them take part in writing one.
