@@ -82,6 +82,20 @@ def test_points_wait_for_a_pretraining_epochs_end_and_for_a_probes_hold(tmp_path
         assert not curves.pending and read_curves(tmp_path / "probe") == {"probe/train_loss": [(1, 0.25), (2, 0.125)]}
 
 
+def test_a_failing_write_stops_the_curves_and_never_the_job(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    curves = open_curves(tmp_path, SPEC, "pretrain", ())
+
+    def full_disk(*args: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    curves.writer.file_writer.add_summary = full_disk
+    curves.scalars(1, {"epoch/loss": 1.0})  # no exception: the training goes on
+    curves.scalars(2, {"epoch/loss": 0.9})
+    curves.close()
+    assert not curves.on
+    assert capsys.readouterr().err.count("TensorBoard curves: stopped, the job goes on without them (OSError: [Errno 28] No space left on device)") == 1
+
+
 def test_curves_off_write_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(CURVES_ENV, curves_environment(enabled=False, points_per_epoch=50)[CURVES_ENV])
     with open_curves(tmp_path / "run", SPEC, "pretrain", ()) as curves:

@@ -34,11 +34,13 @@ tracks: deleting them, or turning curves on or off, reruns nothing.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import sys
 import time
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 import torch
 from torch import Tensor
@@ -143,10 +145,11 @@ class Curves:
             return
         from torch.utils.tensorboard.summary import hparams
 
-        self.writer.add_text("spec", "```json\n" + json.dumps(spec, indent=2, sort_keys=True) + "\n```")
-        for summary in hparams(run_settings(spec, phase), dict.fromkeys(metrics, 0.0)):  # only the tags count
-            self.writer.file_writer.add_summary(summary)
-        self.writer.flush()
+        with self.failures_stop_the_curves():
+            self.writer.add_text("spec", "```json\n" + json.dumps(spec, indent=2, sort_keys=True) + "\n```")
+            for summary in hparams(run_settings(spec, phase), dict.fromkeys(metrics, 0.0)):  # only the tags count
+                self.writer.file_writer.add_summary(summary)
+            self.writer.flush()
 
     def loss(self, step: int, loss: Tensor, lr: float) -> None:
         """A `train/loss` and `train/lr` point at `step` (`loss` stays on its device until written)."""
@@ -170,18 +173,33 @@ class Curves:
 
         on_device = [value for _, values in self.pending for value in values.values() if isinstance(value, Tensor)]
         read = iter(torch.stack([value.float() for value in on_device]).tolist() if on_device else [])  # one device sync
-        for step, values in self.pending:
-            numbers = {tag: next(read) if isinstance(value, Tensor) else float(value) for tag, value in values.items()}
-            self.writer.file_writer.add_summary(Summary(value=[Summary.Value(tag=tag, simple_value=v) for tag, v in numbers.items()]), step)
+        with self.failures_stop_the_curves():
+            for step, values in self.pending:
+                numbers = {tag: next(read) if isinstance(value, Tensor) else float(value) for tag, value in values.items()}
+                self.writer.file_writer.add_summary(Summary(value=[Summary.Value(tag=tag, simple_value=v) for tag, v in numbers.items()]), step)
+            self.writer.flush()
         self.pending.clear()
-        self.writer.flush()
         self.written_at = time.monotonic()
 
     def close(self) -> None:
         if self.on:
             self.write_out()
-            self.writer.close()
+        if self.on:  # still: the write-out did not fail
+            with self.failures_stop_the_curves():
+                self.writer.close()
             self.writer = None
+
+    @contextlib.contextmanager
+    def failures_stop_the_curves(self) -> Iterator[None]:
+        """The curves are for watching: a write that fails (a full disk, a lost mount) stops them
+        with one line on stderr, never the training."""
+        try:
+            yield
+        except OSError as error:
+            print(f"TensorBoard curves: stopped, the job goes on without them ({type(error).__name__}: {error})", file=sys.stderr, flush=True)
+            broken, self.writer = self.writer, None
+            with contextlib.suppress(OSError):
+                broken.close()  # its thread's error again, if that was what failed
 
     def __enter__(self) -> "Curves":
         return self
