@@ -321,6 +321,10 @@ def test_mini_grid_builds_every_table_figure_and_the_report(tmp_path):
     config_file = tmp_path / "mini.yaml"
     config_file.write_text(yaml.safe_dump(config))
     snakemake(tmp_path, "--configfile", str(config_file))
+    # Every training job left its TensorBoard curves, which `tensorboard --logdir results/runs` reads.
+    for loss in ("any", "simdissim"):
+        for stage, tag in (("pretrain", "epoch/loss"), ("probe", "val/map")):
+            assert tag in read_curves(tmp_path / "results" / "runs" / "coco" / "resnet8" / loss / "bs64" / "seed0" / stage), (loss, stage)
     tables = ["image", "aapd", "mimic_full", "mimic_50", "sota", "ablation", "paper_vs_run", "cost", "statistics"]
     figures = ["improvement", "std", "text_encoders", "mimic_dotplot", "mimic_heatstrip", "frequency_buckets", "batch_size", "relations", "loss_curves"]
     for name in tables:
