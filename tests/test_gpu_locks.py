@@ -222,3 +222,26 @@ def test_two_users_share_one_machines_gpus_without_a_traceback(shared_base):
         f"mscl launch: error: the GPU lock folder {unmakeable} cannot be made by user nobody (Permission denied). Fix: set "
         f"$MSCL_GPU_LOCK_DIR to a folder every user of this machine can write to (e.g. one under /tmp)"
     )
+
+
+def test_a_lock_folder_another_job_has_just_made_is_used_as_it_is(tmp_path, monkeypatch):
+    """Two jobs starting at once on a fresh machine: both find no folder, the other one makes it
+    first (here: before this job's look ends). This job must use that folder, not put one of its
+    own in its place: lock files the other job makes there would otherwise be lost to this one
+    (a folder made under another name and renamed into place did replace it: 6 of 80 such starts
+    under load failed making the queue folder)."""
+    folder = tmp_path / "locks"
+    looked = []
+
+    def made_meanwhile(path):
+        if path == folder and not looked:  # the other job makes it right after this job looked
+            path.mkdir()
+            path.chmod(gpu_locks.SHARED_FOLDER_MODE)
+            looked.append(path.stat().st_ino)
+            return False
+        return os.path.isdir(path)
+
+    monkeypatch.setattr(Path, "is_dir", made_meanwhile)
+    assert gpu_locks.shared_folder(folder) == folder
+    assert [folder.stat().st_ino] == looked  # the other job's folder, not one put in its place
+    assert mode_of(folder) == gpu_locks.SHARED_FOLDER_MODE and not [p for p in tmp_path.iterdir() if p != folder]

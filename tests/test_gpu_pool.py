@@ -126,7 +126,8 @@ def test_snakemakes_gpu_resource_is_the_pool_unless_the_user_gave_one(monkeypatc
     gpu_pool.limit_gpu_jobs(cluster, gpu_pool.LocalGpus([], 1, local=False, source="the cluster's scheduler"), lines.append)
     assert "gpu" not in cluster
     # The pool reaches the jobs through the environment; a cluster run exports none.
-    monkeypatch.delenv(gpu_pool.POOL_ENV, raising=False)
+    for name in (gpu_pool.POOL_ENV, gpu_pool.JOBS_PER_DEVICE_ENV):  # restored after the test: later tests' jobs inherit os.environ
+        monkeypatch.delenv(name, raising=False)
     gpu_pool.share_local_gpus(pool, lines.append)
     assert os.environ[gpu_pool.POOL_ENV] == "0,1" and os.environ[gpu_pool.JOBS_PER_DEVICE_ENV] == "2"
     gpu_pool.share_local_gpus(gpu_pool.LocalGpus([], 1, local=False, source=""), lines.append)

@@ -28,7 +28,8 @@ RECORDING_JOB = (
 
 
 def environment(tmp_path: Path, **extra: str) -> dict[str, str]:
-    env = {key: value for key, value in os.environ.items() if key not in ("SLURM_JOB_ID", "CUDA_VISIBLE_DEVICES", launch.ASSIGNED_ENV)}
+    inherited = ("SLURM_JOB_ID", "CUDA_VISIBLE_DEVICES", launch.ASSIGNED_ENV, gpu_pool.POOL_ENV, gpu_pool.JOBS_PER_DEVICE_ENV)
+    env = {key: value for key, value in os.environ.items() if key not in inherited}
     return {**env, gpu_pool.POOL_ENV: POOL, gpu_locks.LOCK_DIR_ENV: str(tmp_path / "locks"), **extra}
 
 

@@ -46,7 +46,6 @@ import secrets
 import socket
 import stat
 import struct
-import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -57,6 +56,8 @@ LOCK_DIR_ENV = "MSCL_GPU_LOCK_DIR"
 # One folder for the whole machine, so that every run and every user shares out the same devices.
 DEFAULT_LOCK_DIR = Path("/tmp/mscl-gpu-locks")
 SHARED_FOLDER_MODE = 0o1777  # sticky and world-writable, as /tmp
+# Seconds a job waits for a lock folder another job has just made to get its mode (shared_folder).
+FOLDER_MODE_WAIT_S = 1.0
 SHARED_FILE_MODE = 0o666
 QUEUE_FOLDER = "queue"
 TICKET_SUFFIX = ".ticket"
@@ -94,23 +95,30 @@ def this_user() -> str:
 
 
 def shared_folder(path: Path) -> Path:
-    """`path` as a folder every user can add files to: created 1777 (made under a temporary
-    name, set 1777, then renamed into place, so no other process sees it with the umask's mode),
-    or an existing one this user can write to (a LockError naming the fix otherwise)."""
+    """`path` as a folder every user can add files to: created 1777, or an existing one this
+    user can write to (a LockError naming the fix otherwise).
+
+    One `mkdir` makes it (two jobs starting at once: one makes it, the other finds it), then
+    its maker sets 1777 at once. Not made under another name and renamed into place: a rename
+    replaces an empty folder that another job has just made, under that job's feet (its next
+    file there fails). A job of another user that finds the folder in the moment before the
+    chmod looks again for up to FOLDER_MODE_WAIT_S before it says the folder is not writable."""
     if not path.is_dir():
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            made = Path(tempfile.mkdtemp(prefix=f".{path.name}-", dir=path.parent))
+            os.mkdir(path)
+        except FileExistsError:
+            pass  # another job made it meanwhile
         except OSError as error:
             raise LockError(
                 f"the GPU lock folder {path} cannot be made by user {this_user()} ({error.strerror or error}). Fix: set "
                 f"${LOCK_DIR_ENV} to a folder every user of this machine can write to (e.g. one under /tmp)"
             ) from None
-        os.chmod(made, SHARED_FOLDER_MODE)
-        try:
-            os.rename(made, path)
-        except OSError:  # another process made it meanwhile
-            os.rmdir(made)
+        else:
+            os.chmod(path, SHARED_FOLDER_MODE)  # the umask took bits off
+    deadline = time.monotonic() + FOLDER_MODE_WAIT_S
+    while not os.access(path, os.W_OK | os.X_OK) and time.monotonic() < deadline:
+        time.sleep(0.05)
     if not os.access(path, os.W_OK | os.X_OK):
         mode = stat.S_IMODE(path.stat().st_mode)
         raise LockError(
