@@ -272,13 +272,22 @@ def attempt_plan(plan: list[str], per_attempt: int) -> tuple[list[str], list[str
 # ---------------------------------------------------------------------------- checks
 
 
+# TensorBoard's event files are named by the moment, host and process that wrote them, and a
+# resumed job continues its curve in a new one (mscl.train.curves): compared by the folder only.
+EVENT_FILE = "events.out.tfevents."
+
+
 def outputs(workdir: Path) -> dict:
-    """Test metrics and scores of every run, and the files under results/."""
+    """Test metrics and scores of every run, and the files under results/ (each folder's event
+    files as one name)."""
     metrics, scores = {}, {}
     for run in run_dirs():
         metrics[run] = json.loads((workdir / run / "probe" / "metrics.json").read_text())["test"]
         scores[run] = pd.read_parquet(workdir / run / "probe" / "test_scores.parquet")
-    files = sorted(str(p.relative_to(workdir)) for p in (workdir / "results").rglob("*") if p.is_file())
+    files = sorted({
+        str(p.relative_to(workdir).with_name(EVENT_FILE + "*") if p.name.startswith(EVENT_FILE) else p.relative_to(workdir))
+        for p in (workdir / "results").rglob("*") if p.is_file()
+    })  # fmt: skip
     return {"metrics": metrics, "scores": scores, "files": files}
 
 
