@@ -61,11 +61,13 @@ class Job:
     reasons: list[str] = field(default_factory=list)  # why it is stale by itself
     cosmetic: list[str] = field(default_factory=list)  # files changed in comments/docstrings only
 
-    @property
+    # Read once every job's own reasons are in (`judge`): a tuned run's selection reads every
+    # tuning run, which a grid has by the hundred.
+    @functools.cached_property
     def stale_upstream(self) -> list["Job"]:
         return [job for job in self.upstream if job.stale]
 
-    @property
+    @functools.cached_property
     def stale(self) -> bool:
         return bool(self.reasons or self.stale_upstream)
 
@@ -111,8 +113,8 @@ def cosmetic_change(relative: str, recorded: str, commit: str | None) -> bool:
     then = file_then(commit, relative)
     if then is None or hashlib.sha256(then).hexdigest() != recorded:
         return False
-    now = (SOURCE_ROOT / relative).read_bytes()
-    return without_docstrings(then) is not None and without_docstrings(then) == without_docstrings(now)
+    tree = without_docstrings(then)
+    return tree is not None and tree == without_docstrings((SOURCE_ROOT / relative).read_bytes())
 
 
 # ------------------------------------------------------------------------ one record's reasons
