@@ -22,7 +22,7 @@ SNAKEMAKE := PATH="$(abspath $(BIN)):$$PATH" $(BIN)/snakemake
 # setuptools (no build isolation: nothing unpinned is fetched).
 # WHEELHOUSE=folder installs from a folder `make wheelhouse` filled, with no network.
 # The locked pip goes in first (its entry cut out of the dev lock, hashes and all): a new venv's
-# own pip is whatever Python bundled (23.2 with 3.11.7), which installs the stack 20-30% slower.
+# own pip is whatever Python bundled (23.2 with 3.11.7), which installs the stack about 30% slower.
 LOCKS := requirements.lock.txt requirements-dev.lock.txt
 WHEELHOUSE ?=
 FROM_WHEELHOUSE = $(if $(WHEELHOUSE),--no-index --find-links $(WHEELHOUSE))

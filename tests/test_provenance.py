@@ -178,7 +178,7 @@ def test_make_install_from_a_wheelhouse_asks_no_index(tmp_path):
 
 def test_make_install_first_replaces_the_venvs_own_pip_by_the_locked_one(tmp_path):
     """A new virtualenv holds whatever pip its Python bundled (23.2 with Python 3.11.7), which
-    installed the locks 20-30% slower than the locked pip (docs/reproducibility.md, Measured):
+    installed the locks about 30% slower than the locked pip (docs/reproducibility.md, Measured):
     the locked pip goes in first, hashes checked, from an extract of the dev lock that holds the
     lock's own pip entry and nothing else."""
     venv = tmp_path / "venv"
